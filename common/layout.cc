@@ -1,0 +1,235 @@
+#include "common/layout.h"
+
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "common/layout_json.h"
+
+namespace engram {
+namespace {
+
+using nlohmann::json;
+
+absl::Status Bad(absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("hash layout: ", what));
+}
+
+absl::StatusOr<int64_t> GetInt(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end()) return Bad(absl::StrCat("missing member \"", key, "\""));
+  if (!it->is_number_integer()) {
+    return Bad(absl::StrCat("member \"", key, "\" must be an integer"));
+  }
+  return it->get<int64_t>();
+}
+
+// Reads nested integer arrays of a fixed depth into vectors.
+absl::Status ToInts(const json& j, const std::string& name,
+                    std::vector<int64_t>* out) {
+  if (!j.is_array()) return Bad(absl::StrCat(name, " must be an array"));
+  out->clear();
+  out->reserve(j.size());
+  for (const json& v : j) {
+    if (!v.is_number_integer()) {
+      return Bad(absl::StrCat(name, " must hold integers only"));
+    }
+    // Multipliers may be written as unsigned 64-bit values; keep their bits.
+    out->push_back(v.is_number_unsigned()
+                       ? static_cast<int64_t>(v.get<uint64_t>())
+                       : v.get<int64_t>());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ToInts2(const json& j, const std::string& name,
+                     std::vector<std::vector<int64_t>>* out) {
+  if (!j.is_array()) return Bad(absl::StrCat(name, " must be an array"));
+  out->assign(j.size(), {});
+  for (size_t i = 0; i < j.size(); ++i) {
+    if (auto s = ToInts(j[i], absl::StrCat(name, "[", i, "]"), &(*out)[i]);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+const json* Member(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it == j.end() ? nullptr : &*it;
+}
+
+}  // namespace
+
+absl::Status HashLayout::Validate() const {
+  const int L = n_layers();
+  if (vocab_size <= 0) return Bad("vocab_size must be positive");
+  if (L <= 0) return Bad("engram_layer_ids must name at least one layer");
+  if (max_ngram_size < 2) return Bad("max_ngram_size must be at least 2");
+  if (n_heads < 1) return Bad("n_heads must be at least 1");
+  if (pad_id < 0) return Bad("pad_id must be >= 0");
+  if (static_cast<int64_t>(token_map.size()) != vocab_size) {
+    return Bad(absl::StrCat("token_map has ", token_map.size(),
+                            " entries, vocab_size is ", vocab_size));
+  }
+  for (size_t t = 0; t < token_map.size(); ++t) {
+    if (token_map[t] < 0 || token_map[t] == dead_id) {
+      return Bad(absl::StrCat("token_map[", t, "] = ", token_map[t],
+                              " is negative or equals dead_id"));
+    }
+  }
+  if (pad_id == dead_id) return Bad("pad_id equals dead_id");
+  auto count = [&](size_t got, size_t want, const std::string& what) {
+    return got == want ? absl::OkStatus()
+                       : Bad(absl::StrCat(what, " has ", got,
+                                          " entries, expected ", want));
+  };
+  if (auto s = count(multipliers.size(), L, "multipliers"); !s.ok()) return s;
+  if (auto s = count(primes.size(), L, "primes"); !s.ok()) return s;
+  if (auto s = count(offsets.size(), L, "offsets"); !s.ok()) return s;
+  if (auto s = count(table_rows.size(), L, "table_rows"); !s.ok()) return s;
+  for (int l = 0; l < L; ++l) {
+    const std::string at = absl::StrCat("[", l, "]");
+    if (auto s = count(multipliers[l].size(), max_ngram_size,
+                       "multipliers" + at);
+        !s.ok()) {
+      return s;
+    }
+    if (auto s = count(primes[l].size(), n_orders(), "primes" + at); !s.ok()) {
+      return s;
+    }
+    if (auto s = count(offsets[l].size(), n_cols(), "offsets" + at); !s.ok()) {
+      return s;
+    }
+    if (table_rows[l] <= 0) return Bad("table_rows" + at + " must be positive");
+    for (int o = 0; o < n_orders(); ++o) {
+      if (auto s = count(primes[l][o].size(), n_heads,
+                         absl::StrCat("primes", at, "[", o, "]"));
+          !s.ok()) {
+        return s;
+      }
+      for (int h = 0; h < n_heads; ++h) {
+        const int64_t p = primes[l][o][h];
+        const int64_t off = offsets[l][o * n_heads + h];
+        if (p < 1) {
+          return Bad(absl::StrCat("primes", at, "[", o, "][", h,
+                                  "] must be >= 1"));
+        }
+        if (off < 0 || off > table_rows[l] - p) {
+          return Bad(absl::StrCat("slot (layer ", l, ", order ", o + 2,
+                                  ", head ", h, ") = [", off, ", ", off + p,
+                                  ") falls outside the layer's ",
+                                  table_rows[l], " rows"));
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<HashLayout> LayoutFromJsonValue(const json& j) {
+  if (!j.is_object()) return Bad("layout must be a JSON object");
+  HashLayout out;
+  absl::StatusOr<int64_t> v;
+  if (!(v = GetInt(j, "vocab_size")).ok()) return v.status();
+  out.vocab_size = *v;
+  if (!(v = GetInt(j, "max_ngram_size")).ok()) return v.status();
+  if (*v < 2 || *v > 64) return Bad("max_ngram_size must be in 2..64");
+  out.max_ngram_size = static_cast<int>(*v);
+  if (!(v = GetInt(j, "n_heads")).ok()) return v.status();
+  if (*v < 1 || *v > 4096) return Bad("n_heads must be in 1..4096");
+  out.n_heads = static_cast<int>(*v);
+  if (!(v = GetInt(j, "pad_id")).ok()) return v.status();
+  out.pad_id = *v;
+  if (Member(j, "dead_id") != nullptr) {
+    if (!(v = GetInt(j, "dead_id")).ok()) return v.status();
+    out.dead_id = *v;
+  }
+  for (const char* key : {"engram_layer_ids", "token_map", "multipliers",
+                          "primes", "offsets", "table_rows"}) {
+    if (Member(j, key) == nullptr) {
+      return Bad(absl::StrCat("missing member \"", key, "\""));
+    }
+  }
+  if (auto s = ToInts(j["engram_layer_ids"], "engram_layer_ids",
+                      &out.engram_layer_ids);
+      !s.ok()) {
+    return s;
+  }
+  if (auto s = ToInts(j["token_map"], "token_map", &out.token_map); !s.ok()) {
+    return s;
+  }
+  if (auto s = ToInts2(j["multipliers"], "multipliers", &out.multipliers);
+      !s.ok()) {
+    return s;
+  }
+  if (auto s = ToInts2(j["offsets"], "offsets", &out.offsets); !s.ok()) {
+    return s;
+  }
+  if (auto s = ToInts(j["table_rows"], "table_rows", &out.table_rows);
+      !s.ok()) {
+    return s;
+  }
+  const json& primes = j["primes"];
+  if (!primes.is_array()) return Bad("primes must be an array");
+  out.primes.assign(primes.size(), {});
+  for (size_t l = 0; l < primes.size(); ++l) {
+    if (auto s = ToInts2(primes[l], absl::StrCat("primes[", l, "]"),
+                         &out.primes[l]);
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (auto s = out.Validate(); !s.ok()) return s;
+  return out;
+}
+
+json LayoutToJsonValue(const HashLayout& layout) {
+  json j;
+  j["vocab_size"] = layout.vocab_size;
+  j["engram_layer_ids"] = layout.engram_layer_ids;
+  j["max_ngram_size"] = layout.max_ngram_size;
+  j["n_heads"] = layout.n_heads;
+  j["pad_id"] = layout.pad_id;
+  j["dead_id"] = layout.dead_id;
+  j["token_map"] = layout.token_map;
+  j["multipliers"] = layout.multipliers;
+  j["primes"] = layout.primes;
+  j["offsets"] = layout.offsets;
+  j["table_rows"] = layout.table_rows;
+  return j;
+}
+
+absl::StatusOr<HashLayout> HashLayout::FromJson(std::string_view json_text) {
+  json j = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Bad("not valid JSON");
+  return LayoutFromJsonValue(j);
+}
+
+absl::StatusOr<HashLayout> HashLayout::FromFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::NotFoundError(absl::StrCat("cannot open layout file ", path));
+  }
+  json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": not valid JSON"));
+  }
+  if (const json* inner = j.is_object() ? Member(j, "layout") : nullptr) {
+    j = *inner;
+  }
+  absl::StatusOr<HashLayout> out = LayoutFromJsonValue(j);
+  if (!out.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": ", out.status().message()));
+  }
+  return out;
+}
+
+std::string HashLayout::ToJson() const { return LayoutToJsonValue(*this).dump(); }
+
+}  // namespace engram

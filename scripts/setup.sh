@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Installs everything engram-store needs to build, test, demo and benchmark.
+# Idempotent: when every package is already present, apt is not touched.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake pkg-config
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libabsl-dev librocksdb-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libcivetweb-dev civetweb
+  nlohmann-json3-dev
+  prometheus
+  redis-server libhiredis-dev
+  liburing-dev libxxhash-dev
+  gnuplot-nox
+  nodejs npm
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+# The machine may bring its own Node.js outside Debian's packages; that one serves.
+if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
+  filtered=()
+  for p in "${missing[@]}"; do
+    [[ "$p" == nodejs || "$p" == npm ]] || filtered+=("$p")
+  done
+  missing=("${filtered[@]+"${filtered[@]}"}")
+fi
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -q
+  $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# The tokenizer tools (tools/package.json) are installed from the committed lock file.
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+if [ -f "$here/tools/package-lock.json" ]; then
+  if [ ! -d "$here/tools/node_modules" ] || [ "$here/tools/package-lock.json" -nt "$here/tools/node_modules/.package-lock.json" ]; then
+    echo "setup: npm ci in tools/"
+    (cd "$here/tools" && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+fi
