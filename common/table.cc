@@ -1,0 +1,641 @@
+#include "common/table.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <type_traits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "common/layout_json.h"
+
+namespace engram {
+namespace {
+
+using nlohmann::json;
+
+absl::Status Bad(absl::string_view msg) {
+  return absl::InvalidArgumentError(absl::StrCat("table manifest: ", msg));
+}
+
+absl::Status ErrnoStatus(absl::string_view what, int err) {
+  const std::string msg = absl::StrCat(what, ": ", std::strerror(err));
+  return err == ENOENT ? absl::NotFoundError(msg) : absl::InternalError(msg);
+}
+
+std::string JoinPath(const std::string& dir, const std::string& name) {
+  if (dir.empty()) return name;
+  return dir.back() == '/' ? dir + name : dir + "/" + name;
+}
+
+// Writes `data` to `path` via path.tmp + fsync + rename + fsync(dir).
+absl::Status WriteFileAtomic(const std::string& dir, const std::string& path,
+                             std::string_view data) {
+  const std::string tmp = path + ".tmp";
+  const int fd =
+      ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoStatus(absl::StrCat("cannot create ", tmp), errno);
+  absl::Status s = PwriteFully(fd, data.data(), data.size(), 0, tmp);
+  if (s.ok() && ::fsync(fd) != 0)
+    s = ErrnoStatus(absl::StrCat("fsync ", tmp), errno);
+  ::close(fd);
+  if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
+    s = ErrnoStatus(absl::StrCat("rename ", tmp, " -> ", path), errno);
+  }
+  if (!s.ok()) {
+    ::unlink(tmp.c_str());
+    return s;
+  }
+  if (const int dfd = ::open(dir.empty() ? "." : dir.c_str(),
+                             O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+  return absl::OkStatus();
+}
+
+// Reads member `key` of the object `j` into *out (an integer type or
+// std::string); InvalidArgument prefixed with `at` if absent or ill-typed.
+template <typename T>
+absl::Status Get(const json& j, const char* key, absl::string_view at, T* out) {
+  auto it = j.find(key);
+  if (it == j.end()) {
+    return Bad(absl::StrCat(at, "missing member \"", key, "\""));
+  }
+  if constexpr (std::is_same_v<T, std::string>) {
+    if (it->is_string()) {
+      *out = it->template get<std::string>();
+      return absl::OkStatus();
+    }
+  } else if (it->is_number_unsigned()) {
+    if (const auto v = it->template get<uint64_t>(); std::in_range<T>(v)) {
+      *out = static_cast<T>(v);
+      return absl::OkStatus();
+    }
+  } else if (it->is_number_integer()) {
+    if (const auto v = it->template get<int64_t>(); std::in_range<T>(v)) {
+      *out = static_cast<T>(v);
+      return absl::OkStatus();
+    }
+  }
+  return Bad(absl::StrCat(
+      at, "member \"", key, "\" must be ",
+      std::is_same_v<T, std::string> ? "a string" : "an integer in range"));
+}
+
+// The first error of a list of statuses, or OK.
+absl::Status FirstError(std::initializer_list<absl::Status> all) {
+  for (const absl::Status& s : all) {
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+bool WellFormedChecksum(std::string_view c) {
+  constexpr std::string_view kPrefix = "xxh3_64:";
+  if (c.size() != kPrefix.size() + 16 ||
+      c.substr(0, kPrefix.size()) != kPrefix) {
+    return false;
+  }
+  for (char ch : c.substr(kPrefix.size())) {
+    if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f'))) return false;
+  }
+  return true;
+}
+
+bool SafeRelativePath(const std::string& p) {
+  if (p.empty() || p.front() == '/') return false;
+  for (absl::string_view part : absl::StrSplit(p, '/')) {
+    if (part.empty() || part == "." || part == "..") return false;
+  }
+  return true;
+}
+
+json LayerToJson(const LayerInfo& l) {
+  json j;
+  j["index"] = l.index;
+  j["layer_id"] = l.layer_id;
+  j["rows"] = l.rows;
+  j["head_dim"] = l.head_dim;
+  j["scale_block"] = l.scale_block;
+  j["row_bytes"] = l.row_bytes;
+  j["weight_dtype"] = kWeightDtype;
+  j["scale_dtype"] = kScaleDtype;
+  j["weight_tensor"] = l.weight_tensor;
+  j["scale_tensor"] = l.scale_tensor;
+  j["checksum"] = l.checksum;
+  return j;
+}
+
+absl::StatusOr<LayerInfo> LayerFromJson(const json& j, size_t i) {
+  const std::string at = absl::StrCat("layers[", i, "]: ");
+  if (!j.is_object()) return Bad(absl::StrCat(at, "not an object"));
+  LayerInfo l;
+  std::string weight_dtype, scale_dtype;
+  if (auto s = FirstError(
+          {Get(j, "index", at, &l.index), Get(j, "layer_id", at, &l.layer_id),
+           Get(j, "rows", at, &l.rows), Get(j, "head_dim", at, &l.head_dim),
+           Get(j, "scale_block", at, &l.scale_block),
+           Get(j, "row_bytes", at, &l.row_bytes),
+           Get(j, "weight_dtype", at, &weight_dtype),
+           Get(j, "scale_dtype", at, &scale_dtype),
+           Get(j, "weight_tensor", at, &l.weight_tensor),
+           Get(j, "scale_tensor", at, &l.scale_tensor),
+           Get(j, "checksum", at, &l.checksum)});
+      !s.ok()) {
+    return s;
+  }
+  if (weight_dtype != kWeightDtype || scale_dtype != kScaleDtype) {
+    return Bad(absl::StrCat(at, "dtypes ", weight_dtype, "/", scale_dtype,
+                            " unsupported; expected ", kWeightDtype, "/",
+                            kScaleDtype));
+  }
+  return l;
+}
+
+using XxhState = std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)>;
+
+XxhState NewXxh() {
+  XxhState st(XXH3_createState(), &XXH3_freeState);
+  XXH3_64bits_reset(st.get());
+  return st;
+}
+
+}  // namespace
+
+std::string EngramWeightTensorName(int64_t layer_id) {
+  return absl::StrCat("layers.", layer_id, ".engram.embed.weight");
+}
+std::string EngramScaleTensorName(int64_t layer_id) {
+  return absl::StrCat("layers.", layer_id, ".engram.embed.scale");
+}
+
+std::string FormatChecksum(uint64_t xxh3) {
+  return absl::StrCat("xxh3_64:", absl::Hex(xxh3, absl::kZeroPad16));
+}
+
+// ---------------------------------------------------------------- manifest
+
+absl::StatusOr<TableManifest> TableManifest::ForLayout(std::string table,
+                                                       uint64_t version,
+                                                       HashLayout layout,
+                                                       int head_dim,
+                                                       int scale_block) {
+  TableManifest m;
+  m.table = std::move(table);
+  m.version = version;
+  m.layout = std::move(layout);
+  for (int i = 0; i < m.layout.n_layers(); ++i) {
+    LayerInfo l;
+    l.index = i;
+    l.layer_id = m.layout.engram_layer_ids[i];
+    l.rows = static_cast<uint64_t>(m.layout.table_rows[i]);
+    l.head_dim = head_dim;
+    l.scale_block = scale_block;
+    l.row_bytes = scale_block > 0 ? head_dim + head_dim / scale_block : 0;
+    l.weight_tensor = EngramWeightTensorName(l.layer_id);
+    l.scale_tensor = EngramScaleTensorName(l.layer_id);
+    m.layers.push_back(std::move(l));
+  }
+  if (auto s = m.Validate(/*require_checksums=*/false); !s.ok()) return s;
+  return m;
+}
+
+absl::Status TableManifest::Validate(bool require_checksums) const {
+  if (table.empty()) return Bad("table name is empty");
+  if (!SafeRelativePath(rows_file)) {
+    return Bad(absl::StrCat("rows_file \"", rows_file,
+                            "\" must be a relative path inside the table"));
+  }
+  if (auto s = layout.Validate(); !s.ok()) return s;
+  if (static_cast<int>(layers.size()) != layout.n_layers()) {
+    return Bad(absl::StrCat("has ", layers.size(), " layers, the layout has ",
+                            layout.n_layers()));
+  }
+  std::set<std::string> names;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const LayerInfo& l = layers[i];
+    const std::string at =
+        absl::StrCat("layers[", i, "] (layer_id ", l.layer_id, "): ");
+    if (l.index != static_cast<int>(i)) {
+      return Bad(absl::StrCat(at, "index is ", l.index));
+    }
+    if (l.layer_id != layout.engram_layer_ids[i]) {
+      return Bad(absl::StrCat(at, "layout.engram_layer_ids[", i, "] is ",
+                              layout.engram_layer_ids[i]));
+    }
+    if (l.rows != static_cast<uint64_t>(layout.table_rows[i])) {
+      return Bad(absl::StrCat(at, "rows ", l.rows, " != layout.table_rows[", i,
+                              "] ", layout.table_rows[i]));
+    }
+    if (l.head_dim <= 0 || l.scale_block <= 0 ||
+        l.head_dim % l.scale_block != 0) {
+      return Bad(absl::StrCat(at, "head_dim ", l.head_dim,
+                              " must be a positive multiple of scale_block ",
+                              l.scale_block));
+    }
+    if (l.row_bytes != l.head_dim + l.head_dim / l.scale_block) {
+      return Bad(absl::StrCat(at, "row_bytes ", l.row_bytes, " != head_dim + ",
+                              "head_dim / scale_block"));
+    }
+    if (l.weight_tensor.empty() || l.scale_tensor.empty()) {
+      return Bad(absl::StrCat(at, "empty tensor name"));
+    }
+    for (const std::string* n : {&l.weight_tensor, &l.scale_tensor}) {
+      if (!names.insert(*n).second) {
+        return Bad(absl::StrCat(at, "tensor ", *n, " used twice"));
+      }
+    }
+    if (require_checksums && !WellFormedChecksum(l.checksum)) {
+      return Bad(absl::StrCat(at, "checksum \"", l.checksum,
+                              "\" is not \"xxh3_64:<16 hex>\""));
+    }
+  }
+  return absl::OkStatus();
+}
+
+uint64_t TableManifest::total_rows() const {
+  uint64_t n = 0;
+  for (const LayerInfo& l : layers) n += l.rows;
+  return n;
+}
+
+std::string TableManifest::ToJson() const {
+  std::string out = "{\n";
+  absl::StrAppend(&out, "  \"format\": ", json(kTableFormat).dump(), ",\n");
+  absl::StrAppend(&out, "  \"format_version\": ", kTableFormatVersion, ",\n");
+  absl::StrAppend(&out, "  \"table\": ", json(table).dump(), ",\n");
+  absl::StrAppend(&out, "  \"version\": ", version, ",\n");
+  absl::StrAppend(&out, "  \"rows_file\": ", json(rows_file).dump(), ",\n");
+  out += "  \"layers\": [";
+  for (size_t i = 0; i < layers.size(); ++i) {
+    absl::StrAppend(&out, i ? ",\n    " : "\n    ",
+                    LayerToJson(layers[i]).dump());
+  }
+  out += "\n  ],\n";
+  absl::StrAppend(&out, "  \"layout\": ", LayoutToJsonValue(layout).dump(),
+                  "\n}\n");
+  return out;
+}
+
+absl::StatusOr<TableManifest> TableManifest::FromJson(std::string_view text) {
+  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Bad("not valid JSON");
+  if (!j.is_object()) return Bad("not a JSON object");
+  TableManifest m;
+  std::string format;
+  uint64_t format_version = 0;
+  if (auto s = FirstError({Get(j, "format", "", &format),
+                           Get(j, "format_version", "", &format_version)});
+      !s.ok()) {
+    return s;
+  }
+  if (format != kTableFormat || format_version != kTableFormatVersion) {
+    return Bad(absl::StrCat("format \"", format, "\" version ", format_version,
+                            " unsupported; expected \"", kTableFormat,
+                            "\" version ", kTableFormatVersion));
+  }
+  if (auto s = FirstError({Get(j, "table", "", &m.table),
+                           Get(j, "version", "", &m.version),
+                           Get(j, "rows_file", "", &m.rows_file)});
+      !s.ok()) {
+    return s;
+  }
+  auto lay = j.find("layout");
+  if (lay == j.end()) return Bad("missing member \"layout\"");
+  absl::StatusOr<HashLayout> layout = LayoutFromJsonValue(*lay);
+  if (!layout.ok()) return layout.status();
+  m.layout = std::move(*layout);
+  auto layers = j.find("layers");
+  if (layers == j.end() || !layers->is_array()) {
+    return Bad("missing array member \"layers\"");
+  }
+  for (size_t i = 0; i < layers->size(); ++i) {
+    absl::StatusOr<LayerInfo> l = LayerFromJson((*layers)[i], i);
+    if (!l.ok()) return l.status();
+    m.layers.push_back(std::move(*l));
+  }
+  if (auto st = m.Validate(/*require_checksums=*/true); !st.ok()) return st;
+  return m;
+}
+
+absl::StatusOr<TableManifest> TableManifest::Load(
+    const std::string& table_dir) {
+  const std::string path = JoinPath(table_dir, kManifestFile);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
+  std::stringstream buf;
+  buf << in.rdbuf();
+  if (in.bad()) return absl::InternalError(absl::StrCat("cannot read ", path));
+  absl::StatusOr<TableManifest> m = FromJson(buf.str());
+  if (!m.ok()) {
+    return absl::Status(m.status().code(),
+                        absl::StrCat(path, ": ", m.status().message()));
+  }
+  return m;
+}
+
+absl::Status TableManifest::Save(const std::string& table_dir) const {
+  if (auto s = Validate(/*require_checksums=*/true); !s.ok()) return s;
+  return WriteFileAtomic(table_dir, JoinPath(table_dir, kManifestFile),
+                         ToJson());
+}
+
+// ------------------------------------------------------------------ reader
+
+absl::StatusOr<std::unique_ptr<TableReader>> TableReader::Open(
+    const std::string& table_dir) {
+  absl::StatusOr<TableManifest> m = TableManifest::Load(table_dir);
+  if (!m.ok()) return m.status();
+  std::unique_ptr<TableReader> r(new TableReader());
+  r->manifest_ = std::move(*m);
+  r->rows_path_ = JoinPath(table_dir, r->manifest_.rows_file);
+  const std::string& path = r->rows_path_;
+  r->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (r->fd_ < 0)
+    return ErrnoStatus(absl::StrCat("cannot open rows file ", path), errno);
+  absl::StatusOr<SafetensorsHeader> h = ReadSafetensorsHeader(r->fd_, path);
+  if (!h.ok()) return h.status();
+  r->header_ = std::move(*h);
+  // Finds a layer's tensor, checks dtype and shape, returns its offset.
+  auto check = [&](const LayerInfo& l, const std::string& name,
+                   const char* dtype, int cols,
+                   uint64_t* offset) -> absl::Status {
+    const std::string at =
+        absl::StrCat(path, ": tensor ", name, " (layer ", l.index,
+                     ", layer_id ", l.layer_id, ")");
+    const SafetensorsTensor* t = r->header_.Find(name);
+    if (t == nullptr)
+      return absl::NotFoundError(absl::StrCat(at, " not found"));
+    if (t->dtype != dtype) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          at, " has dtype ", t->dtype, ", manifest expects ", dtype));
+    }
+    const uint64_t c = static_cast<uint64_t>(cols);
+    if (t->shape != std::vector<uint64_t>{l.rows, c}) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(at, " has shape [", absl::StrJoin(t->shape, ","),
+                       "], manifest expects [", l.rows, ",", c, "]"));
+    }
+    *offset = r->header_.data_start + t->begin;
+    return absl::OkStatus();
+  };
+  for (const LayerInfo& l : r->manifest_.layers) {
+    LayerExtent ext{};
+    if (auto s = FirstError({check(l, l.weight_tensor, kWeightDtype, l.head_dim,
+                                   &ext.weight_offset),
+                             check(l, l.scale_tensor, kScaleDtype,
+                                   l.scale_bytes(), &ext.scale_offset)});
+        !s.ok()) {
+      return s;
+    }
+    r->extents_.push_back(ext);
+  }
+  return r;
+}
+
+TableReader::~TableReader() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+absl::Status TableReader::ReadRows(int layer, uint64_t first, uint64_t n,
+                                   uint8_t* out) const {
+  if (layer < 0 || layer >= static_cast<int>(manifest_.layers.size())) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "layer ", layer, " out of range [0, ", manifest_.layers.size(), ")"));
+  }
+  const LayerInfo& l = manifest_.layers[layer];
+  if (first > l.rows || n > l.rows - first) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "rows [", first, ", ", first + n, ") out of range for layer ", layer,
+        " with ", l.rows, " rows"));
+  }
+  if (n == 0) return absl::OkStatus();
+  const size_t hd = static_cast<size_t>(l.head_dim);
+  const size_t sc = static_cast<size_t>(l.scale_bytes());
+  const size_t rb = static_cast<size_t>(l.row_bytes);
+  // Weights go to the tail of `out` and are moved forward row by row; row
+  // i's destination [i*rb, (i+1)*rb) never reaches the source of row i+1.
+  uint8_t* weights = out + n * sc;
+  if (auto s =
+          PreadFully(fd_, weights, n * hd,
+                     extents_[layer].weight_offset + first * hd, rows_path_);
+      !s.ok()) {
+    return s;
+  }
+  uint8_t small[512];
+  std::unique_ptr<uint8_t[]> big;
+  uint8_t* scales = small;
+  if (n * sc > sizeof(small)) {
+    big.reset(new uint8_t[n * sc]);
+    scales = big.get();
+  }
+  if (auto s =
+          PreadFully(fd_, scales, n * sc,
+                     extents_[layer].scale_offset + first * sc, rows_path_);
+      !s.ok()) {
+    return s;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    std::memmove(out + i * rb, weights + i * hd, hd);
+    std::memcpy(out + i * rb + hd, scales + i * sc, sc);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TableReader::VerifyChecksums(
+    const std::function<void(uint64_t, uint64_t)>& progress) const {
+  const uint64_t total = manifest_.total_rows();
+  uint64_t done = 0;
+  std::vector<uint8_t> buf;
+  for (size_t i = 0; i < manifest_.layers.size(); ++i) {
+    const LayerInfo& l = manifest_.layers[i];
+    const uint64_t chunk = std::max<uint64_t>(1, (4u << 20) / l.row_bytes);
+    buf.resize(chunk * l.row_bytes);
+    XxhState st = NewXxh();
+    for (uint64_t row = 0; row < l.rows; row += chunk) {
+      const uint64_t n = std::min(chunk, l.rows - row);
+      if (auto s = ReadRows(static_cast<int>(i), row, n, buf.data()); !s.ok()) {
+        return s;
+      }
+      XXH3_64bits_update(st.get(), buf.data(), n * l.row_bytes);
+      done += n;
+      if (progress) progress(done, total);
+    }
+    const std::string got = FormatChecksum(XXH3_64bits_digest(st.get()));
+    if (got != l.checksum) {
+      return absl::DataLossError(
+          absl::StrCat(rows_path_, ": layer ", i, " (layer_id ", l.layer_id,
+                       ") checksum mismatch: manifest says ", l.checksum,
+                       ", rows hash to ", got));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// ------------------------------------------------------------------ writer
+
+struct TableWriter::LayerState {
+  uint64_t weight_offset = 0;  // absolute file offsets
+  uint64_t scale_offset = 0;
+  uint64_t next_row = 0;
+  XxhState xxh = NewXxh();
+};
+
+TableWriter::TableWriter() = default;
+
+TableWriter::~TableWriter() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+absl::StatusOr<std::unique_ptr<TableWriter>> TableWriter::Create(
+    const std::string& table_dir, TableManifest manifest) {
+  for (size_t i = 0; i < manifest.layers.size(); ++i) {
+    LayerInfo& l = manifest.layers[i];
+    l.index = static_cast<int>(i);
+    l.checksum.clear();
+    if (l.weight_tensor.empty())
+      l.weight_tensor = EngramWeightTensorName(l.layer_id);
+    if (l.scale_tensor.empty())
+      l.scale_tensor = EngramScaleTensorName(l.layer_id);
+    if (l.row_bytes == 0 && l.scale_block > 0) {
+      l.row_bytes = l.head_dim + l.head_dim / l.scale_block;
+    }
+  }
+  if (manifest.rows_file.empty()) manifest.rows_file = kDefaultRowsFile;
+  if (auto s = manifest.Validate(/*require_checksums=*/false); !s.ok())
+    return s;
+
+  std::error_code ec;
+  std::filesystem::create_directories(table_dir, ec);
+  if (ec) {
+    return absl::InternalError(
+        absl::StrCat("cannot create ", table_dir, ": ", ec.message()));
+  }
+  const std::string manifest_path = JoinPath(table_dir, kManifestFile);
+  if (::unlink(manifest_path.c_str()) != 0 && errno != ENOENT) {
+    return ErrnoStatus(absl::StrCat("cannot remove old ", manifest_path),
+                       errno);
+  }
+
+  std::unique_ptr<TableWriter> w(new TableWriter());
+  w->dir_ = table_dir;
+  std::vector<SafetensorsTensor> tensors;  // weight, scale per layer
+  uint64_t cursor = 0;
+  auto add = [&](const std::string& name, const char* dtype, uint64_t rows,
+                 int cols) {
+    const uint64_t c = static_cast<uint64_t>(cols);
+    tensors.push_back({name, dtype, {rows, c}, cursor, cursor + rows * c});
+    cursor += rows * c;
+  };
+  for (const LayerInfo& l : manifest.layers) {
+    add(l.weight_tensor, kWeightDtype, l.rows, l.head_dim);
+    add(l.scale_tensor, kScaleDtype, l.rows, l.scale_bytes());
+  }
+  const std::string header = BuildSafetensorsHeader(
+      tensors, {{"format", kTableFormat},
+                {"table", manifest.table},
+                {"version", absl::StrCat(manifest.version)}});
+  for (size_t i = 0; i < manifest.layers.size(); ++i) {
+    auto st = std::make_unique<LayerState>();
+    st->weight_offset = header.size() + tensors[2 * i].begin;
+    st->scale_offset = header.size() + tensors[2 * i + 1].begin;
+    w->layers_.push_back(std::move(st));
+  }
+  const std::string rows_path = JoinPath(table_dir, manifest.rows_file);
+  w->fd_ =
+      ::open(rows_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (w->fd_ < 0)
+    return ErrnoStatus(absl::StrCat("cannot create ", rows_path), errno);
+  if (auto s = PwriteFully(w->fd_, header.data(), header.size(), 0, rows_path);
+      !s.ok()) {
+    return s;
+  }
+  if (::ftruncate(w->fd_, static_cast<off_t>(header.size() + cursor)) != 0) {
+    return ErrnoStatus(absl::StrCat("cannot size ", rows_path), errno);
+  }
+  w->manifest_ = std::move(manifest);
+  return w;
+}
+
+absl::Status TableWriter::AppendRows(int layer, const uint8_t* rows,
+                                     uint64_t n) {
+  if (finished_)
+    return absl::FailedPreconditionError("TableWriter: already finished");
+  if (layer < 0 || layer >= static_cast<int>(layers_.size())) {
+    return absl::OutOfRangeError(
+        absl::StrCat("TableWriter: layer ", layer, " out of range"));
+  }
+  const LayerInfo& l = manifest_.layers[layer];
+  LayerState& st = *layers_[layer];
+  if (n > l.rows - st.next_row) {
+    return absl::OutOfRangeError(
+        absl::StrCat("TableWriter: layer ", layer, " has ", l.rows, " rows; ",
+                     st.next_row, " written, ", n, " more appended"));
+  }
+  if (n == 0) return absl::OkStatus();
+  const size_t hd = static_cast<size_t>(l.head_dim);
+  const size_t sc = static_cast<size_t>(l.scale_bytes());
+  const size_t rb = static_cast<size_t>(l.row_bytes);
+  weight_buf_.resize(n * hd);
+  scale_buf_.resize(n * sc);
+  for (size_t i = 0; i < n; ++i) {
+    std::memcpy(weight_buf_.data() + i * hd, rows + i * rb, hd);
+    std::memcpy(scale_buf_.data() + i * sc, rows + i * rb + hd, sc);
+  }
+  const std::string what = JoinPath(dir_, manifest_.rows_file);
+  if (auto s = PwriteFully(fd_, weight_buf_.data(), n * hd,
+                           st.weight_offset + st.next_row * hd, what);
+      !s.ok()) {
+    return s;
+  }
+  if (auto s = PwriteFully(fd_, scale_buf_.data(), n * sc,
+                           st.scale_offset + st.next_row * sc, what);
+      !s.ok()) {
+    return s;
+  }
+  XXH3_64bits_update(st.xxh.get(), rows, n * rb);
+  st.next_row += n;
+  return absl::OkStatus();
+}
+
+absl::Status TableWriter::Finish() {
+  if (finished_)
+    return absl::FailedPreconditionError("TableWriter: already finished");
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (layers_[i]->next_row != manifest_.layers[i].rows) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("TableWriter: layer ", i, " has ", layers_[i]->next_row,
+                       " of ", manifest_.layers[i].rows, " rows"));
+    }
+  }
+  const std::string rows_path = JoinPath(dir_, manifest_.rows_file);
+  if (::fsync(fd_) != 0)
+    return ErrnoStatus(absl::StrCat("fsync ", rows_path), errno);
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0)
+    return ErrnoStatus(absl::StrCat("close ", rows_path), errno);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    manifest_.layers[i].checksum =
+        FormatChecksum(XXH3_64bits_digest(layers_[i]->xxh.get()));
+  }
+  if (auto s = manifest_.Save(dir_); !s.ok()) return s;
+  finished_ = true;
+  return absl::OkStatus();
+}
+
+}  // namespace engram
