@@ -2,6 +2,8 @@
 //
 //   engramctl hash-check FILE.json...     replay hash golden files
 //   engramctl gen-table --out DIR ...     write a synthetic table
+//   engramctl import ... --out DIR        build one shard directory
+//   engramctl layout --from-gguf FILE     print a GGUF's hash layout
 //
 // Every subcommand exits 0 on success; on bad input it prints one line saying
 // what is wrong and how to fix it, and exits non-zero.
@@ -16,6 +18,21 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "client/hash_golden.h"
+#include "common/table_gen.h"
+#include "tools/progress.h"
+#include "tools/shard_commands.h"
+
+ABSL_FLAG(std::string, out, "", "output directory (gen-table, import)");
+ABSL_FLAG(std::string, preset, "v41", "gen-table: table geometry, small or v41");
+ABSL_FLAG(int64_t, engram_vocab_size, 100000,
+          "gen-table: base size of the prime walk (released V4.1: 16000000)");
+ABSL_FLAG(int32_t, head_dim, 0, "gen-table: values per row (0 = preset's)");
+ABSL_FLAG(uint64_t, seed, 1, "gen-table: seed of the synthetic rows and token map");
+ABSL_FLAG(std::string, layout, "", "gen-table: take the hash layout from this JSON file");
+ABSL_FLAG(std::string, token_map, "",
+          "gen-table: token map JSON (tools/make-token-map) instead of a random one");
+ABSL_FLAG(std::string, table_name, "engram-synthetic", "gen-table: table name");
+ABSL_FLAG(uint64_t, table_version, 1, "gen-table, import --gguf: table version");
 
 namespace {
 
@@ -25,7 +42,13 @@ constexpr char kUsage[] =
     "  hash-check FILE.json...   replay Engram hash golden files\n"
     "  gen-table --out DIR [--preset small|v41] [--engram-vocab-size N]\n"
     "            [--head-dim D] [--seed S] [--layout FILE] [--token-map FILE]\n"
-    "                            write a deterministic synthetic table\n";
+    "                            write a deterministic synthetic table\n"
+    "  import --table DIR | --gguf FILE --shards K --shard-index I --out DIR\n"
+    "         [--profile-trace FILE] [--table-version N (GGUF only)]\n"
+    "                            build shard I of K (RocksDB) from a table\n"
+    "  layout --from-gguf FILE [--out FILE]\n"
+    "                            write the hash layout JSON a client needs\n"
+    "flags may be spelled with '-' or '_' (--shard-index = --shard_index)\n";
 
 int Fail(const std::string& line) {
   std::fprintf(stderr, "engramctl: %s\n", line.c_str());
@@ -69,10 +92,45 @@ int HashCheck(const std::vector<std::string>& files) {
   return failed == 0 ? 0 : 1;
 }
 
+int GenTable(const std::vector<std::string>& args) {
+  if (!args.empty()) return Fail("gen-table takes flags only, not '" + args[0] + "'");
+  engram::GenTableOptions o;
+  o.out_dir = absl::GetFlag(FLAGS_out);
+  if (o.out_dir.empty()) return Fail("gen-table needs --out DIR (a new directory for the table)");
+  o.preset = absl::GetFlag(FLAGS_preset);
+  o.engram_vocab_size = absl::GetFlag(FLAGS_engram_vocab_size);
+  o.head_dim = absl::GetFlag(FLAGS_head_dim);
+  o.seed = absl::GetFlag(FLAGS_seed);
+  o.layout_file = absl::GetFlag(FLAGS_layout);
+  o.token_map_file = absl::GetFlag(FLAGS_token_map);
+  o.table_name = absl::GetFlag(FLAGS_table_name);
+  o.version = absl::GetFlag(FLAGS_table_version);
+  engram::ProgressBar bar("gen-table");
+  absl::Status s = engram::GenerateTable(
+      o, [&bar](uint64_t done, uint64_t total) { bar.Update(done, total); });
+  bar.Finish();
+  if (!s.ok()) return Fail(absl::StrCat("gen-table: ", s.message()));
+  std::printf("gen-table: wrote %s\n", o.out_dir.c_str());
+  return 0;
+}
+
+// Rewrites "--shard-index=3" as "--shard_index=3" (absl flags use '_').
+void NormalizeFlagDashes(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    char* a = argv[i];
+    if (a[0] != '-' || a[1] != '-') continue;
+    if (a[2] == '\0') break;  // "--": the rest is positional
+    for (char* c = a + 2; *c != '\0' && *c != '='; ++c) {
+      if (*c == '-') *c = '_';
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
+  NormalizeFlagDashes(argc, argv);
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   if (positional.size() < 2) {
     std::fputs(kUsage, stderr);
@@ -81,6 +139,9 @@ int main(int argc, char** argv) {
   const std::string command = positional[1];
   std::vector<std::string> args(positional.begin() + 2, positional.end());
   if (command == "hash-check") return HashCheck(args);
+  if (command == "gen-table") return GenTable(args);
+  if (command == "import") return engram::ImportCommand(args);
+  if (command == "layout") return engram::LayoutCommand(args);
   return Fail(absl::StrCat("unknown command '", command,
                            "'; run engramctl --help for the list"));
 }
