@@ -2,6 +2,8 @@
 //
 //   engramctl hash-check FILE.json...     replay hash golden files
 //   engramctl gen-table --out DIR ...     write a synthetic table
+//   engramctl import ... / layout ...     build shard data (tools/shard_commands.h)
+//   engramctl lookup ...                  check a deployment (tools/lookup_command.h)
 //   engramctl import ... --out DIR        build one shard directory
 //   engramctl layout --from-gguf FILE     print a GGUF's hash layout
 //
@@ -19,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/hash_golden.h"
 #include "common/table_gen.h"
+#include "tools/lookup_command.h"
 #include "tools/progress.h"
 #include "tools/shard_commands.h"
 
@@ -48,6 +51,8 @@ constexpr char kUsage[] =
     "                            build shard I of K (RocksDB) from a table\n"
     "  layout --from-gguf FILE [--out FILE]\n"
     "                            write the hash layout JSON a client needs\n"
+    "  lookup --table DIR --shards host:port,... --tokens \"12 7 99 ...\" [--json]\n"
+    "                            fetch a token string's rows from a deployment\n"
     "flags may be spelled with '-' or '_' (--shard-index = --shard_index)\n";
 
 int Fail(const std::string& line) {
@@ -142,6 +147,7 @@ int main(int argc, char** argv) {
   if (command == "gen-table") return GenTable(args);
   if (command == "import") return engram::ImportCommand(args);
   if (command == "layout") return engram::LayoutCommand(args);
+  if (command == "lookup") return engram::LookupCommand(args);
   return Fail(absl::StrCat("unknown command '", command,
                            "'; run engramctl --help for the list"));
 }

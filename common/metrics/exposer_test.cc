@@ -25,6 +25,7 @@
 #include "absl/status/status.h"
 #include "common/metrics/counter.h"
 #include "common/metrics/exposer.h"
+#include "common/metrics/scrape.h"
 #include "common/metrics/gauge.h"
 #include "common/metrics/histogram.h"
 #include "common/metrics/registry.h"
@@ -38,46 +39,21 @@ constexpr char kPromtool[] = "/usr/bin/promtool";
 
 std::string Text(const Registry& registry) { return TextSerializer().Serialize(registry.Collect()); }
 
-struct HttpResponse {
-  int status = -1;  // -1: transport failure, see `error`
-  std::string headers;
-  std::string body;
+// A transport failure reads as status -1 with the reason in `error`.
+struct Fetched : metrics::HttpResponse {
   std::string error;
 };
 
-HttpResponse HttpGet(int port, const std::string& path, const std::string& method = "GET") {
-  HttpResponse response;
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return response.error = "socket failed", response;
-  timeval timeout{10, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    ::close(fd);
-    return response.error = "connect failed", response;
+Fetched HttpGet(int port, const std::string& path, const std::string& method = "GET") {
+  Fetched f;
+  absl::StatusOr<metrics::HttpResponse> r = metrics::HttpGet(port, path, method);
+  if (r.ok()) {
+    static_cast<metrics::HttpResponse&>(f) = *std::move(r);
+  } else {
+    f.status = -1;
+    f.error = std::string(r.status().message());
   }
-  const std::string request = method + " " + path +
-                              " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-  if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) !=
-      static_cast<ssize_t>(request.size())) {
-    ::close(fd);
-    return response.error = "send failed", response;
-  }
-  std::string raw;
-  char buf[4096];
-  for (ssize_t n; (n = ::recv(fd, buf, sizeof(buf), 0)) > 0;) raw.append(buf, n);
-  ::close(fd);
-  const auto split = raw.find("\r\n\r\n");
-  if (raw.rfind("HTTP/1.1 ", 0) != 0 || split == std::string::npos) {
-    return response.error = "malformed response: " + raw, response;
-  }
-  response.status = std::stoi(raw.substr(9, 3));
-  response.headers = raw.substr(0, split);
-  response.body = raw.substr(split + 4);
-  return response;
+  return f;
 }
 
 // Runs `promtool check metrics` on `text`; returns its exit code and output.
@@ -143,7 +119,7 @@ TEST(Exposer, ServesMetricsThatPromtoolAccepts) {
   ASSERT_GT(port, 0);
   EXPECT_EQ((*exposer)->GetListeningPorts(), std::vector<int>{port});
 
-  const HttpResponse response = HttpGet(port, "/metrics");
+  const Fetched response = HttpGet(port, "/metrics");
   ASSERT_EQ(response.status, 200) << response.error << response.headers;
   EXPECT_NE(response.headers.find("Content-Type: text/plain; version=0.0.4; charset=utf-8"),
             std::string::npos)
@@ -168,12 +144,12 @@ TEST(Exposer, UnknownPathMethodAndExpiredCollectable) {
   const int port = (*exposer)->port();
   EXPECT_EQ(HttpGet(port, "/nothing-here").status, 404);
   EXPECT_EQ(HttpGet(port, "/metrics", "POST").status, 405);
-  const HttpResponse head = HttpGet(port, "/metrics", "HEAD");
+  const Fetched head = HttpGet(port, "/metrics", "HEAD");
   EXPECT_EQ(head.status, 200);
   EXPECT_EQ(head.body, "");
   EXPECT_EQ(HttpGet(port, "/metrics").body, Text(*registry));
   registry.reset();  // the exposer holds it weakly
-  const HttpResponse after = HttpGet(port, "/metrics");
+  const Fetched after = HttpGet(port, "/metrics");
   EXPECT_EQ(after.status, 200);
   EXPECT_EQ(after.body, "");
 }
@@ -210,7 +186,7 @@ TEST(Exposer, ScrapesWhileWritersRun) {
   } stop_writers{done, writers};
   double last = 0;
   for (int i = 0; i < kScrapes; ++i) {
-    const HttpResponse r = HttpGet(port, "/custom");
+    const Fetched r = HttpGet(port, "/custom");
     ASSERT_EQ(r.status, 200) << r.error;
     const std::string series = "\nengram_ops_total ";
     const auto pos = r.body.find(series);

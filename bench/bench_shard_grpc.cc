@@ -1,0 +1,189 @@
+#include "bench/bench_shard_grpc.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+
+namespace engram::bench {
+namespace {
+
+constexpr char kLookupMethod[] = "/engram.v1.EngramStore/Lookup";
+constexpr absl::Duration kStartTimeout = absl::Minutes(3);
+constexpr absl::Duration kCallTimeout = absl::Seconds(60);
+
+absl::Status FromGrpc(const grpc::Status& status) {
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                      absl::StrCat("Lookup: ", status.error_message()));
+}
+
+// The number after `key` in `line` ("... on 127.0.0.1:PORT ..."), or -1.
+int NumberAfter(const std::string& line, const std::string& key) {
+  const size_t at = line.find(key);
+  if (at == std::string::npos) return -1;
+  size_t end = at + key.size();
+  while (end < line.size() && line[end] >= '0' && line[end] <= '9') ++end;
+  int value = -1;
+  if (!absl::SimpleAtoi(line.substr(at + key.size(), end - at - key.size()),
+                        &value)) {
+    return -1;
+  }
+  return value;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ShardDaemon>> ShardDaemon::Start(
+    const ShardDaemonOptions& options, int n_layers) {
+  std::vector<std::string> argv = {
+      options.binary,
+      "--db", options.db_dir,
+      "--listen", "127.0.0.1:0",
+      "--metrics-port", "0",
+      "--ram-budget", absl::StrCat(options.ram_budget_bytes),
+      "--reader-threads", absl::StrCat(options.reader_threads),
+      "--drain-timeout", "2s",
+  };
+  if (options.direct_io) argv.push_back("--direct-io");
+  absl::StatusOr<std::unique_ptr<testing::ChildProcess>> child =
+      testing::ChildProcess::Spawn(argv);
+  if (!child.ok()) {
+    return absl::Status(child.status().code(),
+                        absl::StrCat(child.status().message(),
+                                     " (pass --shard-binary PATH)"));
+  }
+  std::unique_ptr<ShardDaemon> daemon(
+      new ShardDaemon(*std::move(child), n_layers));
+  // "engram-shard: serving shard 0/1 of T vV on 127.0.0.1:PORT (metrics :M)"
+  absl::StatusOr<std::string> line = daemon->child_->ReadLine(kStartTimeout);
+  if (!line.ok()) {
+    return absl::UnavailableError(absl::StrCat(
+        options.binary, " did not start serving: ", line.status().message(),
+        " (its stderr above says why)"));
+  }
+  daemon->port_ = NumberAfter(*line, "127.0.0.1:");
+  daemon->metrics_port_ = NumberAfter(*line, "(metrics :");
+  if (daemon->port_ <= 0 || daemon->metrics_port_ <= 0) {
+    return absl::InternalError(
+        absl::StrCat("unexpected first line from engram-shard: ", *line));
+  }
+  return daemon;
+}
+
+ShardDaemon::~ShardDaemon() {
+  child_->Signal(SIGTERM);
+  child_->Wait();
+}
+
+double ShardDaemon::cpu_seconds() const {
+  std::ifstream in(absl::StrCat("/proc/", child_->pid(), "/stat"));
+  std::string text((std::istreambuf_iterator<char>(in)),
+                   std::istreambuf_iterator<char>());
+  // Fields after "(comm)": state is field 3; utime, stime are 14 and 15.
+  const size_t close = text.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream fields(text.substr(close + 2));
+  std::string field;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i) {
+    if (i >= 14) ticks += std::strtod(field.c_str(), nullptr);
+  }
+  return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+absl::StatusOr<ServerCounters> ShardDaemon::Counters() const {
+  absl::StatusOr<std::string> page = testing::HttpGet(metrics_port_, "/metrics");
+  if (!page.ok()) return page.status();
+  ServerCounters rows;
+  for (int l = 0; l < n_layers_; ++l) {
+    for (auto [tier, sum] : {std::pair{"pinned", &rows.pinned},
+                             std::pair{"cached", &rows.cached},
+                             std::pair{"disk", &rows.disk}}) {
+      *sum += testing::MetricValue(
+                  *page, absl::StrCat("engram_shard_rows_total{layer=\"", l,
+                                      "\",tier=\"", tier, "\"}"))
+                  .value_or(0);
+    }
+  }
+  rows.file_reads =
+      testing::MetricValue(*page, "engram_shard_rocksdb_file_reads").value_or(0);
+  return rows;
+}
+
+std::shared_ptr<grpc::Channel> BenchChannel(int port) {
+  static std::atomic<int> next_channel{0};
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(-1);
+  args.SetMaxSendMessageSize(-1);
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  args.SetInt("engram.bench_channel", next_channel.fetch_add(1));
+  return grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", port),
+                                   grpc::InsecureChannelCredentials(), args);
+}
+
+RawLookupClient::RawLookupClient(std::shared_ptr<grpc::Channel> channel)
+    : stub_(std::move(channel)) {}
+
+RawLookupClient::~RawLookupClient() {
+  cq_.Shutdown();
+  void* tag;
+  bool ok;
+  while (cq_.Next(&tag, &ok)) {
+  }
+}
+
+absl::StatusOr<std::span<const uint8_t>> RawLookupClient::Lookup(
+    std::span<const wire::LayerRowIds> layers, size_t rows_bytes) {
+  grpc::Slice slice = wire::EncodeLookupRequest("", 0, layers);
+  grpc::ByteBuffer request(&slice, 1);
+  grpc::ByteBuffer response;
+  grpc::Status status;
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + kCallTimeout));
+  std::unique_ptr<grpc::GenericClientAsyncResponseReader> call =
+      stub_.PrepareUnaryCall(&context, kLookupMethod, request, &cq_);
+  call->StartCall();
+  call->Finish(&response, &status, this);
+  void* tag = nullptr;
+  bool ok = false;
+  if (!cq_.Next(&tag, &ok) || tag != this || !ok) {
+    return absl::InternalError("Lookup: the completion queue failed");
+  }
+  if (!status.ok()) return FromGrpc(status);
+  rows_.resize(rows_bytes);
+  absl::StatusOr<uint64_t> version = wire::DecodeLookupResponse(response, rows_);
+  if (!version.ok()) return version.status();
+  return std::span<const uint8_t>(rows_);
+}
+
+absl::StatusOr<std::span<const uint8_t>> ProtoLookupClient::Lookup(
+    std::span<const wire::LayerRowIds> layers, size_t rows_bytes) {
+  v1::LookupRequest request;
+  for (const wire::LayerRowIds& layer : layers) {
+    v1::LayerRows* rows = request.add_layers();
+    rows->set_layer(layer.layer);
+    rows->mutable_row_ids()->Add(layer.row_ids.begin(), layer.row_ids.end());
+  }
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + kCallTimeout));
+  grpc::Status status = stub_->Lookup(&context, request, &response_);
+  if (!status.ok()) return FromGrpc(status);
+  if (response_.rows().size() != rows_bytes) {
+    return absl::InternalError(absl::StrCat("Lookup returned ",
+                                            response_.rows().size(),
+                                            " row bytes, expected ", rows_bytes));
+  }
+  return std::span<const uint8_t>(
+      reinterpret_cast<const uint8_t*>(response_.rows().data()), rows_bytes);
+}
+
+}  // namespace engram::bench

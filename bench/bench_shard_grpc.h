@@ -1,0 +1,127 @@
+// The gRPC side of engram-bench-shard: the engram-shard daemon run as a
+// child process on 127.0.0.1 (so its CPU time is its own), and two clients
+// of its Lookup: raw ByteBuffers with the hand codec (as the client library
+// calls) and the generated protobuf stub (for context).
+#ifndef ENGRAM_BENCH_BENCH_SHARD_GRPC_H_
+#define ENGRAM_BENCH_BENCH_SHARD_GRPC_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "engram/v1/engram_store.grpc.pb.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/grpcpp.h"
+#include "service/testing/server_test_util.h"
+#include "service/wire.h"
+
+namespace engram::bench {
+
+struct ShardDaemonOptions {
+  std::string binary;  // the engram-shard executable
+  std::string db_dir;  // shard directory
+  uint64_t ram_budget_bytes = 0;  // --ram-budget
+  bool direct_io = false;         // --direct-io
+  int reader_threads = 32;        // --reader-threads
+};
+
+// A server's counters: rows served by the tier that served them (summed
+// over layers), and RocksDB's SST block reads.
+struct ServerCounters {
+  double pinned = 0;
+  double cached = 0;
+  double disk = 0;
+  double file_reads = 0;
+
+  double rows() const { return pinned + cached + disk; }
+  // Share served from RAM (pinned + cached); 0 when nothing was served.
+  double hot_share() const { return rows() > 0 ? (pinned + cached) / rows() : 0; }
+  ServerCounters operator-(const ServerCounters& o) const {
+    return {pinned - o.pinned, cached - o.cached, disk - o.disk,
+            file_reads - o.file_reads};
+  }
+  ServerCounters& operator+=(const ServerCounters& o) {
+    pinned += o.pinned;
+    cached += o.cached;
+    disk += o.disk;
+    file_reads += o.file_reads;
+    return *this;
+  }
+};
+
+// One engram-shard process serving on 127.0.0.1 (free ports for gRPC and
+// /metrics). Start() returns once it serves. The destructor sends SIGTERM
+// and waits for the exit. Not thread-safe.
+class ShardDaemon {
+ public:
+  static absl::StatusOr<std::unique_ptr<ShardDaemon>> Start(
+      const ShardDaemonOptions& options, int n_layers);
+  ~ShardDaemon();
+  ShardDaemon(const ShardDaemon&) = delete;
+  ShardDaemon& operator=(const ShardDaemon&) = delete;
+
+  int port() const { return port_; }
+  pid_t pid() const { return child_->pid(); }
+  // User + system CPU seconds the process has used (/proc/PID/stat).
+  double cpu_seconds() const;
+  // engram_shard_rows_total and engram_shard_rocksdb_file_reads, scraped
+  // from /metrics.
+  absl::StatusOr<ServerCounters> Counters() const;
+
+ private:
+  ShardDaemon(std::unique_ptr<testing::ChildProcess> child, int n_layers)
+      : child_(std::move(child)), n_layers_(n_layers) {}
+
+  std::unique_ptr<testing::ChildProcess> child_;
+  int n_layers_;
+  int port_ = 0;
+  int metrics_port_ = 0;
+};
+
+// A channel to 127.0.0.1:port of its own (not shared with other channels)
+// accepting messages of any size.
+std::shared_ptr<grpc::Channel> BenchChannel(int port);
+
+// Lookup with raw ByteBuffers over a GenericStub: EncodeLookupRequest, one
+// unary call driven on this thread's own completion queue, then
+// DecodeLookupResponse into one reused buffer. Not thread-safe.
+class RawLookupClient {
+ public:
+  explicit RawLookupClient(std::shared_ptr<grpc::Channel> channel);
+  ~RawLookupClient();
+
+  // The rows of `layers`, in request order; valid until the next call.
+  absl::StatusOr<std::span<const uint8_t>> Lookup(
+      std::span<const wire::LayerRowIds> layers, size_t rows_bytes);
+
+ private:
+  grpc::GenericStub stub_;
+  grpc::CompletionQueue cq_;
+  std::vector<uint8_t> rows_;
+};
+
+// Lookup through the generated stub: a LookupRequest message built per call
+// and a LookupResponse parsed by protobuf (rows in its `bytes` field, the
+// message reused across calls). Not thread-safe.
+class ProtoLookupClient {
+ public:
+  explicit ProtoLookupClient(std::shared_ptr<grpc::Channel> channel)
+      : stub_(v1::EngramStore::NewStub(std::move(channel))) {}
+
+  absl::StatusOr<std::span<const uint8_t>> Lookup(
+      std::span<const wire::LayerRowIds> layers, size_t rows_bytes);
+
+ private:
+  std::unique_ptr<v1::EngramStore::Stub> stub_;
+  v1::LookupResponse response_;
+};
+
+}  // namespace engram::bench
+
+#endif  // ENGRAM_BENCH_BENCH_SHARD_GRPC_H_

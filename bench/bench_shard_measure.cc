@@ -1,0 +1,91 @@
+#include "bench/bench_shard_measure.h"
+
+#include <algorithm>
+#include <atomic>
+#include <string>
+#include <thread>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+
+namespace engram::bench {
+
+double Latencies::Percentile(double q) const {
+  if (us_.empty()) return 0;
+  std::vector<double> sorted = us_;
+  const size_t k = std::min(sorted.size() - 1,
+                            static_cast<size_t>(q * static_cast<double>(sorted.size())));
+  std::nth_element(sorted.begin(), sorted.begin() + k, sorted.end());
+  return sorted[k];
+}
+
+void LoopResult::Merge(const LoopResult& other) {
+  requests += other.requests;
+  seconds += other.seconds;
+  server_cpu_seconds += other.server_cpu_seconds;
+  latency_us.Merge(other.latency_us);
+}
+
+absl::StatusOr<LoopResult> RunLoop(const LoopLimits& limits,
+                                   std::span<const FetchStep> fetchers,
+                                   size_t n_steps, uint64_t* next_step,
+                                   const CheckStep& check) {
+  struct ThreadState {
+    Latencies latency_us;
+    bool fetched = false;
+    size_t last_step = 0;
+    std::span<const uint8_t> last_rows;
+    absl::Status status;
+  };
+  std::vector<ThreadState> states(fetchers.size());
+  const uint64_t first = *next_step;
+  std::atomic<uint64_t> issued{0};
+  std::atomic<bool> failed{false};
+  const absl::Time start = absl::Now();
+  const absl::Time deadline = start + limits.duration;
+
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < fetchers.size(); ++t) {
+    threads.emplace_back([&, t] {
+      ThreadState& state = states[t];
+      for (;;) {
+        if (failed.load(std::memory_order_relaxed) || absl::Now() >= deadline) {
+          break;
+        }
+        const uint64_t i = issued.fetch_add(1, std::memory_order_relaxed);
+        if (i >= limits.max_requests) break;
+        const size_t step = static_cast<size_t>((first + i) % n_steps);
+        const absl::Time begin = absl::Now();
+        absl::StatusOr<std::span<const uint8_t>> rows = fetchers[t](step);
+        const absl::Time end = absl::Now();
+        if (!rows.ok()) {
+          state.status = rows.status();
+          failed.store(true);
+          break;
+        }
+        state.latency_us.Add(absl::ToDoubleMicroseconds(end - begin));
+        state.fetched = true;
+        state.last_step = step;
+        state.last_rows = *rows;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+
+  LoopResult result;
+  result.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  for (ThreadState& state : states) {
+    if (!state.status.ok()) return state.status;
+    if (check && state.fetched) {
+      if (absl::Status s = check(state.last_step, state.last_rows); !s.ok()) {
+        return s;
+      }
+    }
+    result.requests += state.latency_us.count();
+    result.latency_us.Merge(state.latency_us);
+  }
+  *next_step = first + result.requests;
+  return result;
+}
+
+}  // namespace engram::bench

@@ -1,0 +1,74 @@
+// Timed request loops for engram-bench-shard: client threads fetching
+// decode steps back to back, bounded by a duration and a request count,
+// with per-request latencies.
+#ifndef ENGRAM_BENCH_BENCH_SHARD_MEASURE_H_
+#define ENGRAM_BENCH_BENCH_SHARD_MEASURE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace engram::bench {
+
+// Durations of timed operations, in microseconds. A plain value type.
+class Latencies {
+ public:
+  void Add(double us) { us_.push_back(us); }
+  void Merge(const Latencies& other) {
+    us_.insert(us_.end(), other.us_.begin(), other.us_.end());
+  }
+  size_t count() const { return us_.size(); }
+  // The q-quantile (nearest rank), 0 when empty. REQUIRES: 0 <= q <= 1.
+  double Percentile(double q) const;
+
+ private:
+  std::vector<double> us_;
+};
+
+// One client thread's way of fetching decode step `step`: the rows it
+// received, in request order, in storage the fetcher owns (valid until its
+// next call).
+using FetchStep =
+    std::function<absl::StatusOr<std::span<const uint8_t>>(size_t step)>;
+// Checks the rows a fetcher returned for `step`.
+using CheckStep =
+    std::function<absl::Status(size_t step, std::span<const uint8_t> rows)>;
+
+struct LoopLimits {
+  absl::Duration duration = absl::Seconds(5);
+  uint64_t max_requests = 100000;  // all threads together
+};
+
+// What one or more loops of one configuration measured.
+struct LoopResult {
+  uint64_t requests = 0;
+  double seconds = 0;             // wall time, summed over merged loops
+  double server_cpu_seconds = 0;  // filled in by the caller
+  Latencies latency_us;
+
+  void Merge(const LoopResult& other);
+  double requests_per_second() const {
+    return seconds > 0 ? static_cast<double>(requests) / seconds : 0;
+  }
+};
+
+// Runs one thread per fetcher, each fetching steps back to back; the steps
+// are taken in order from a counter shared by the threads, starting at
+// *next_step (mod n_steps), which is advanced past the steps used. Stops at
+// the first error, or when the duration or the request count runs out.
+// Each thread's last rows are checked with `check` (when set) after the
+// clock stops.
+absl::StatusOr<LoopResult> RunLoop(const LoopLimits& limits,
+                                   std::span<const FetchStep> fetchers,
+                                   size_t n_steps, uint64_t* next_step,
+                                   const CheckStep& check);
+
+}  // namespace engram::bench
+
+#endif  // ENGRAM_BENCH_BENCH_SHARD_MEASURE_H_

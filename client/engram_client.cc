@@ -1,0 +1,544 @@
+#include "client/engram_client.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "client/engram_client_impl.h"
+#include "client/local_cache.h"
+#include "client/step_state.h"
+#include "common/fp8.h"
+#include "common/table.h"
+#include "service/wire.h"
+#include "shard/shard_map.h"
+
+namespace engram {
+
+
+
+
+namespace {
+
+inline uint64_t Mix(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  return x;
+}
+
+size_t TableCapacity(size_t n) {
+  size_t cap = 64;
+  while (cap < 2 * n) cap <<= 1;
+  return cap;
+}
+
+constexpr uint32_t kLocal = 0x80000000u;  // unique_pos flag: local cache row
+
+absl::StatusOr<ShardMap> ShardMapFor(const TableManifest& manifest,
+                                     const ClientOptions& options) {
+  if (!options.shard_map_path.empty()) return ShardMap::Load(options.shard_map_path);
+  if (options.shard_addresses.empty()) {
+    return absl::InvalidArgumentError(
+        "give the client a shard map or one address list per shard");
+  }
+  ShardMap map;
+  map.table = manifest.table;
+  map.version = manifest.version;
+  map.n_shards = static_cast<uint32_t>(options.shard_addresses.size());
+  for (const LayerInfo& l : manifest.layers) {
+    map.layer_rows.push_back(l.rows);
+    map.row_bytes.push_back(static_cast<uint32_t>(l.row_bytes));
+  }
+  if (absl::Status s = map.Validate(); !s.ok()) return s;
+  return map;
+}
+
+}  // namespace
+
+std::unique_ptr<StepState> EngramClient::Impl::TakeState() {
+  std::lock_guard<std::mutex> l(pool_mu);
+  if (pool.empty()) {
+    auto s = std::make_unique<StepState>();
+    s->layers.resize(static_cast<size_t>(n_layers));
+    return s;
+  }
+  auto s = std::move(pool.back());
+  pool.pop_back();
+  return s;
+}
+
+void EngramClient::Impl::ReturnState(std::unique_ptr<StepState> s) {
+  s->rpcs.clear();
+  std::lock_guard<std::mutex> l(pool_mu);
+  if (pool.size() < 64) pool.push_back(std::move(s));
+}
+
+RpcPolicy EngramClient::Impl::Policy() const {
+  RpcPolicy p;
+  p.deadline = options.rpc_deadline;
+  p.hedge = options.hedge;
+  if (p.hedge) {
+    p.hedge_delay = options.hedge_delay > absl::ZeroDuration()
+                        ? options.hedge_delay
+                        : std::max(latency.P95(), options.min_hedge_delay);
+  }
+  return p;
+}
+
+absl::StatusOr<std::unique_ptr<EngramClient>> EngramClient::Create(
+    ClientOptions options) {
+  auto impl = std::make_unique<Impl>();
+  absl::StatusOr<TableManifest> manifest = TableManifest::Load(options.table_dir);
+  if (!manifest.ok()) return manifest.status();
+  absl::StatusOr<ShardMap> map = ShardMapFor(*manifest, options);
+  if (!map.ok()) return map.status();
+  if (map->table != manifest->table) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "shard map ", options.shard_map_path, " is for table '", map->table,
+        "', the manifest in ", options.table_dir, " for '", manifest->table, "'"));
+  }
+  if (map->layer_rows.size() != manifest->layers.size()) {
+    return absl::FailedPreconditionError("shard map and manifest disagree on the layers");
+  }
+  for (size_t l = 0; l < manifest->layers.size(); ++l) {
+    if (map->layer_rows[l] != manifest->layers[l].rows ||
+        map->row_bytes[l] != static_cast<uint32_t>(manifest->layers[l].row_bytes)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "shard map and manifest disagree on layer ", l, "'s rows or row bytes"));
+    }
+  }
+  std::vector<std::vector<std::string>> addrs =
+      options.shard_addresses.empty() ? map->replicas : options.shard_addresses;
+  if (addrs.size() != map->n_shards) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the table has ", map->n_shards, " shards but ", addrs.size(),
+        " shard address lists were given (one per shard, replicas separated by '|')"));
+  }
+  for (size_t s = 0; s < addrs.size(); ++s) {
+    if (addrs[s].empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("shard ", s, " has no address"));
+    }
+  }
+  if (options.max_rows_per_rpc == 0) {
+    return absl::InvalidArgumentError("max_rows_per_rpc must be positive");
+  }
+  absl::StatusOr<std::unique_ptr<NgramHasher>> hasher =
+      NgramHasher::Create(manifest->layout);
+  if (!hasher.ok()) return hasher.status();
+
+  Impl& c = *impl;
+  c.options = std::move(options);
+  c.manifest = *std::move(manifest);
+  c.shard_map = *std::move(map);
+  c.hasher = *std::move(hasher);
+  c.version = c.options.version != 0 ? c.options.version : c.shard_map.version;
+  c.n_layers = c.hasher->n_layers();
+  c.n_cols = c.hasher->n_cols();
+  c.n_shards = static_cast<int>(c.shard_map.n_shards);
+  c.shard_latency_sum.assign(static_cast<size_t>(c.n_shards), 0.0);
+  c.shard_rpcs.assign(static_cast<size_t>(c.n_shards), 0);
+  ChannelOptions ch;
+  ch.channels_per_replica = c.options.channels_per_replica;
+  ch.max_reconnect_backoff = c.options.max_reconnect_backoff;
+  c.channels = std::make_unique<ShardChannels>(addrs, ch);
+  auto client = std::unique_ptr<EngramClient>(new EngramClient(std::move(impl)));
+  if (client->impl_->options.local_cache_bytes > 0) {
+    absl::StatusOr<std::unique_ptr<LocalCache>> cache = LocalCache::Build(*client);
+    if (!cache.ok()) return cache.status();
+    client->impl_->local_cache = *std::move(cache);
+  }
+  return client;
+}
+
+EngramClient::EngramClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+EngramClient::~EngramClient() = default;
+
+const HashLayout& EngramClient::layout() const { return impl_->hasher->layout(); }
+int EngramClient::n_layers() const { return impl_->n_layers; }
+int EngramClient::n_cols() const { return impl_->n_cols; }
+int EngramClient::n_shards() const { return impl_->n_shards; }
+int EngramClient::row_bytes(int layer) const {
+  return impl_->manifest.layers[layer].row_bytes;
+}
+int EngramClient::head_dim(int layer) const {
+  return impl_->manifest.layers[layer].head_dim;
+}
+size_t EngramClient::OutputRowBytes(int layer, RowFormat format) const {
+  switch (format) {
+    case RowFormat::kRaw: return static_cast<size_t>(row_bytes(layer));
+    case RowFormat::kF32: return static_cast<size_t>(head_dim(layer)) * 4;
+    case RowFormat::kBf16: return static_cast<size_t>(head_dim(layer)) * 2;
+  }
+  return 0;
+}
+
+std::unique_ptr<Sequence> EngramClient::NewSequence() const {
+  return std::make_unique<Sequence>(impl_->options.sequence_capacity);
+}
+
+absl::Duration EngramClient::RecentP95() const { return impl_->latency.P95(); }
+
+ClientStats EngramClient::stats() const {
+  const Impl& c = *impl_;
+  ClientStats s;
+  s.steps = c.steps.load();
+  s.ids = c.ids.load();
+  s.unique_rows = c.unique_rows.load();
+  s.local_hits = c.local_hits.load();
+  s.rows_fetched = c.rows_fetched.load();
+  s.bytes_received = c.counters.bytes_received.load();
+  s.bytes_sent = c.counters.bytes_sent.load();
+  s.rpcs = c.counters.rpcs.load();
+  s.retries = c.counters.retries.load();
+  s.hedges = c.counters.hedges.load();
+  s.failed_rpcs = c.counters.failed.load();
+  std::lock_guard<std::mutex> l(impl_->stats_mu);
+  s.shard_latency_sum_seconds = c.shard_latency_sum;
+  s.shard_rpcs = c.shard_rpcs;
+  return s;
+}
+
+// De-duplicates layer `layer`'s ids of the step and groups the rows to fetch
+// by shard. Ids are [B][T][L][C]; the layer's ids are visited in
+// [B][T][C] order, which is also the output order.
+void EngramClient::Impl::Dedup(StepState& st, int layer) {
+  StepState::Layer& ly = st.layers[layer];
+  const size_t bt = static_cast<size_t>(st.batch * st.tokens);
+  const size_t n = bt * static_cast<size_t>(n_cols);
+  const size_t cap = TableCapacity(n);
+  const int shift = 64 - __builtin_ctzll(cap);
+  ly.table_keys.assign(cap, 0);
+  ly.table_vals.resize(cap);
+  ly.unique_rows.clear();
+  ly.id_unique.resize(n);
+  size_t i = 0;
+  for (size_t p = 0; p < bt; ++p) {
+    const RowId* row_ids =
+        &st.ids[(p * static_cast<size_t>(n_layers) + static_cast<size_t>(layer)) *
+                static_cast<size_t>(n_cols)];
+    for (int c = 0; c < n_cols; ++c, ++i) {
+      const uint64_t key = row_ids[c] + 1;
+      size_t h = static_cast<size_t>(Mix(key) >> shift);
+      while (true) {
+        if (ly.table_keys[h] == key) break;
+        if (ly.table_keys[h] == 0) {
+          ly.table_keys[h] = key;
+          ly.table_vals[h] = static_cast<uint32_t>(ly.unique_rows.size());
+          ly.unique_rows.push_back(row_ids[c]);
+          break;
+        }
+        h = (h + 1) & (cap - 1);
+      }
+      ly.id_unique[i] = ly.table_vals[h];
+    }
+  }
+}
+
+void EngramClient::Impl::SendLayer(StepState& st, int layer) {
+  StepState::Layer& ly = st.layers[layer];
+  const size_t u = ly.unique_rows.size();
+  const size_t rb = static_cast<size_t>(manifest.layers[layer].row_bytes);
+  // Count rows per shard (local-cache rows are not fetched).
+  std::vector<uint32_t> start(static_cast<size_t>(n_shards) + 1, 0);
+  ly.unique_pos.resize(u);
+  uint64_t local = 0;
+  for (size_t k = 0; k < u; ++k) {
+    const uint64_t row = ly.unique_rows[k];
+    if (local_cache != nullptr && local_cache->Contains(static_cast<uint32_t>(layer), row)) {
+      ly.unique_pos[k] = kLocal;
+      ++local;
+      continue;
+    }
+    ly.unique_pos[k] = 0;
+    ++start[shard_map.ShardOf(row) + 1];
+  }
+  for (int s = 0; s < n_shards; ++s) start[s + 1] += start[s];
+  const size_t fetched = start[n_shards];
+  ly.grouped.resize(fetched);
+  ly.arena.resize(fetched * rb);
+  std::vector<uint32_t> fill(start.begin(), start.end() - 1);
+  for (size_t k = 0; k < u; ++k) {
+    if (ly.unique_pos[k] == kLocal) continue;
+    const uint64_t row = ly.unique_rows[k];
+    const uint32_t pos = fill[shard_map.ShardOf(row)]++;
+    ly.grouped[pos] = row;
+    ly.unique_pos[k] = pos;
+  }
+  local_hits.fetch_add(local, std::memory_order_relaxed);
+  rows_fetched.fetch_add(fetched, std::memory_order_relaxed);
+
+  // One RPC per (shard, chunk of max_rows_per_rpc).
+  const RpcPolicy policy = Policy();
+  std::vector<ShardRpc*> to_start;
+  {
+    std::lock_guard<std::mutex> l(st.mu);
+    for (int s = 0; s < n_shards; ++s) {
+      for (size_t b = start[s]; b < start[s + 1]; b += options.max_rows_per_rpc) {
+        const size_t e = std::min<size_t>(start[s + 1], b + options.max_rows_per_rpc);
+        wire::LayerRowIds req{static_cast<uint32_t>(layer),
+                              std::span<const uint64_t>(ly.grouped.data() + b, e - b)};
+        grpc::Slice slice = wire::EncodeLookupRequest(shard_map.table, version,
+                                                      std::span(&req, 1));
+        grpc::ByteBuffer buffer(&slice, 1);
+        std::span<uint8_t> dst(ly.arena.data() + b * rb, (e - b) * rb);
+        StepState* stp = &st;
+        const uint64_t want = version;
+        auto rpc = std::make_unique<ShardRpc>(
+            channels.get(), &counters, &latency, s, std::move(buffer),
+            [dst, want](const grpc::ByteBuffer& resp) -> absl::Status {
+              absl::StatusOr<uint64_t> v = wire::DecodeLookupResponse(resp, dst);
+              if (!v.ok()) return v.status();
+              if (*v != want) {
+                return absl::InternalError(absl::StrCat(
+                    "answered with table version ", *v, ", asked for ", want));
+              }
+              return absl::OkStatus();
+            },
+            [stp, layer](const absl::Status& status) { stp->OnRpcDone(layer, status); },
+            [stp] { stp->OnRpcQuiet(); });
+        ++ly.pending;
+        ++st.not_quiet;
+        to_start.push_back(rpc.get());
+        st.rpcs.push_back(std::move(rpc));
+      }
+    }
+  }
+  // Spread first attempts over replicas, so replicas share the load.
+  for (ShardRpc* rpc : to_start) {
+    const int replicas = channels->n_replicas(rpc->shard());
+    rpc->Start(policy, static_cast<int>(steps.load(std::memory_order_relaxed) %
+                                        static_cast<uint64_t>(replicas)));
+  }
+}
+
+absl::StatusOr<Step> EngramClient::Impl::FetchRows(
+    const std::vector<std::vector<uint64_t>>& rows) {
+  std::unique_ptr<StepState> st = TakeState();
+  st->batch = 0;
+  st->tokens = 0;
+  st->ids.clear();
+  st->unique_rows = 0;
+  st->not_quiet = 0;
+  for (int l = 0; l < n_layers; ++l) {
+    StepState::Layer& ly = st->layers[l];
+    ly.pending = 0;
+    ly.status = absl::OkStatus();
+    ly.resolved = false;
+    ly.id_unique.clear();
+    ly.unique_rows = rows[l];
+    st->unique_rows += rows[l].size();
+  }
+  std::unique_ptr<LocalCache> no_cache = std::move(local_cache);
+  for (int l = 0; l < n_layers; ++l) SendLayer(*st, l);
+  local_cache = std::move(no_cache);
+  return Step(this, std::move(st));
+}
+
+std::vector<const uint8_t*> EngramClient::Impl::UniqueRowSources(Step& step,
+                                                                int layer) {
+  StepState::Layer& ly = step.state_->layers[layer];
+  const size_t rb = static_cast<size_t>(manifest.layers[layer].row_bytes);
+  std::vector<const uint8_t*> out(ly.unique_rows.size());
+  for (size_t k = 0; k < out.size(); ++k) {
+    out[k] = ly.arena.data() + static_cast<size_t>(ly.unique_pos[k]) * rb;
+  }
+  return out;
+}
+
+uint64_t EngramClient::local_cache_bytes() const {
+  return impl_->local_cache == nullptr ? 0 : impl_->local_cache->bytes();
+}
+
+absl::StatusOr<Step> EngramClient::Prefetch(const StepInput& in) {
+  Impl& c = *impl_;
+  const int64_t B = static_cast<int64_t>(in.sequences.size());
+  const int64_t T = in.tokens_per_sequence;
+  if (B == 0 || T <= 0) {
+    return absl::InvalidArgumentError("a step needs at least one sequence and one token");
+  }
+  if (in.start_positions.size() != in.sequences.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "start_positions has ", in.start_positions.size(), " entries for ", B,
+        " sequences"));
+  }
+  if (static_cast<int64_t>(in.token_ids.size()) != B * T) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "token_ids has ", in.token_ids.size(), " ids, expected B*T = ", B * T));
+  }
+  if (!in.mask.empty() && in.mask.size() != in.token_ids.size()) {
+    return absl::InvalidArgumentError("mask must be empty or one entry per token id");
+  }
+  std::unique_ptr<StepState> st = c.TakeState();
+  st->batch = B;
+  st->tokens = T;
+  const size_t per_seq = static_cast<size_t>(T) * c.hasher->ids_per_position();
+  st->ids.resize(static_cast<size_t>(B) * per_seq);
+  // Validate every sequence before changing any (Hash validates before it
+  // writes, but an earlier sequence would already have been advanced).
+  for (int64_t b = 0; b < B; ++b) {
+    if (in.sequences[b] == nullptr) {
+      c.ReturnState(std::move(st));
+      return absl::InvalidArgumentError(absl::StrCat("sequence ", b, " is null"));
+    }
+    const int64_t sp = in.start_positions[b];
+    const SequenceState& seq = in.sequences[b]->state_;
+    if (sp < 0 || sp > seq.length() || sp + T > seq.capacity()) {
+      c.ReturnState(std::move(st));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sequence ", b, ": start position ", sp, " with ", T,
+          " tokens does not fit (it holds ", seq.length(), " of ",
+          seq.capacity(), " positions)"));
+    }
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t id = in.token_ids[b * T + t];
+      if (id < 0 || id >= c.hasher->layout().vocab_size) {
+        c.ReturnState(std::move(st));
+        return absl::InvalidArgumentError(absl::StrCat(
+            "sequence ", b, ": token id ", id, " is outside the vocabulary [0, ",
+            c.hasher->layout().vocab_size, ")"));
+      }
+    }
+  }
+  for (int64_t b = 0; b < B; ++b) {
+    std::span<const uint8_t> m;
+    if (!in.mask.empty()) m = in.mask.subspan(b * T, T);
+    absl::Status s = c.hasher->Hash(in.sequences[b]->state_, in.start_positions[b],
+                                    in.token_ids.subspan(b * T, T), m,
+                                    st->ids.data() + b * per_seq);
+    if (!s.ok()) {  // unreachable after the checks above
+      c.ReturnState(std::move(st));
+      return s;
+    }
+  }
+  st->unique_rows = 0;
+  for (int l = 0; l < c.n_layers; ++l) {
+    StepState::Layer& ly = st->layers[l];
+    ly.pending = 0;
+    ly.status = absl::OkStatus();
+    ly.resolved = false;
+    c.Dedup(*st, l);
+    st->unique_rows += ly.unique_rows.size();
+  }
+  st->not_quiet = 0;
+  st->prefetched = absl::Now();
+  for (int l = 0; l < c.n_layers; ++l) st->layers[l].arrived = st->prefetched;
+  // Layers go out in order: the first Engram layer's rows are needed first.
+  for (int l = 0; l < c.n_layers; ++l) c.SendLayer(*st, l);
+  c.steps.fetch_add(1, std::memory_order_relaxed);
+  c.ids.fetch_add(st->ids.size(), std::memory_order_relaxed);
+  c.unique_rows.fetch_add(st->unique_rows, std::memory_order_relaxed);
+  return Step(impl_.get(), std::move(st));
+}
+
+// Fills the layer's per-id source pointers once its rows are in.
+void EngramClient::Impl::Resolve(StepState& st, int layer) {
+  StepState::Layer& ly = st.layers[layer];
+  const size_t rb = static_cast<size_t>(manifest.layers[layer].row_bytes);
+  ly.src.resize(ly.id_unique.size());
+  for (size_t i = 0; i < ly.id_unique.size(); ++i) {
+    const uint32_t k = ly.id_unique[i];
+    const uint32_t pos = ly.unique_pos[k];
+    ly.src[i] = pos == kLocal
+                    ? local_cache->Find(static_cast<uint32_t>(layer), ly.unique_rows[k])
+                    : ly.arena.data() + static_cast<size_t>(pos) * rb;
+  }
+  ly.resolved = true;
+}
+
+Step::Step(EngramClient::Impl* client, std::unique_ptr<StepState> state)
+    : client_(client), state_(std::move(state)) {}
+Step::Step(Step&& o) noexcept = default;
+Step& Step::operator=(Step&& o) noexcept {
+  if (this != &o) {
+    Release();
+    client_ = o.client_;
+    state_ = std::move(o.state_);
+  }
+  return *this;
+}
+
+Step::~Step() { Release(); }
+
+void Step::Release() {
+  if (state_ == nullptr) return;
+  StepState& st = *state_;
+  {
+    std::unique_lock<std::mutex> l(st.mu);
+    if (st.not_quiet > 0) {
+      l.unlock();
+      for (auto& rpc : st.rpcs) rpc->Cancel();
+      l.lock();
+      st.cv.wait(l, [&] { return st.not_quiet == 0; });
+    }
+  }
+  {
+    std::lock_guard<std::mutex> l(client_->stats_mu);
+    for (auto& rpc : st.rpcs) {
+      if (rpc->latency() > absl::ZeroDuration()) {
+        client_->shard_latency_sum[rpc->shard()] += absl::ToDoubleSeconds(rpc->latency());
+        ++client_->shard_rpcs[rpc->shard()];
+      }
+    }
+  }
+  client_->ReturnState(std::move(state_));
+}
+
+int64_t Step::batch() const { return state_->batch; }
+int64_t Step::tokens_per_sequence() const { return state_->tokens; }
+uint64_t Step::unique_rows() const { return state_->unique_rows; }
+std::span<const RowId> Step::row_ids() const { return state_->ids; }
+
+absl::Status Step::WaitArrived(int layer) {
+  if (state_ == nullptr) return absl::FailedPreconditionError("step was moved from");
+  if (layer < 0 || layer >= client_->n_layers) {
+    return absl::InvalidArgumentError(absl::StrCat("no Engram layer ", layer));
+  }
+  StepState& st = *state_;
+  std::unique_lock<std::mutex> l(st.mu);
+  st.cv.wait(l, [&] { return st.layers[layer].pending == 0; });
+  return st.layers[layer].status;
+}
+
+absl::Duration Step::FetchLatency(int layer) {
+  if (!WaitArrived(layer).ok()) return absl::InfiniteDuration();
+  std::lock_guard<std::mutex> l(state_->mu);
+  return state_->layers[layer].arrived - state_->prefetched;
+}
+
+absl::Status Step::Wait(int layer, RowFormat format, std::span<uint8_t> out) {
+  if (absl::Status s = WaitArrived(layer); !s.ok()) return s;
+  StepState& st = *state_;
+  StepState::Layer& ly = st.layers[layer];
+  const LayerInfo& info = client_->manifest.layers[layer];
+  const size_t n = ly.id_unique.size();
+  const size_t orb = format == RowFormat::kRaw   ? static_cast<size_t>(info.row_bytes)
+                     : format == RowFormat::kF32 ? static_cast<size_t>(info.head_dim) * 4
+                                                 : static_cast<size_t>(info.head_dim) * 2;
+  if (out.size() != n * orb) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "output buffer has ", out.size(), " bytes; layer ", layer, " needs ", n,
+        " rows of ", orb, " bytes"));
+  }
+  if (!ly.resolved) client_->Resolve(st, layer);
+  uint8_t* o = out.data();
+  switch (format) {
+    case RowFormat::kRaw:
+      for (size_t i = 0; i < n; ++i, o += orb) std::memcpy(o, ly.src[i], orb);
+      break;
+    case RowFormat::kF32:
+      for (size_t i = 0; i < n; ++i, o += orb) {
+        fp8::DequantizeRows(ly.src[i], 1, info.head_dim, info.scale_block,
+                            reinterpret_cast<float*>(o));
+      }
+      break;
+    case RowFormat::kBf16:
+      for (size_t i = 0; i < n; ++i, o += orb) {
+        fp8::DequantizeRowsBf16(ly.src[i], 1, info.head_dim, info.scale_block,
+                                reinterpret_cast<uint16_t*>(o));
+      }
+      break;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace engram

@@ -1,0 +1,212 @@
+// EngramClient: the library inference workers link to fetch Engram rows.
+//
+// Per step, a worker hands the client its sequences' new token ids at token
+// time. Prefetch() hashes them (bit-exact, locally), de-duplicates the row
+// ids across the batch and across layers, routes them to shards
+// (row % n_shards), and sends one batched Lookup per (shard, layer) — more
+// when over Options::max_rows_per_rpc — without blocking. Wait() blocks only
+// until one layer's rows are in, then writes them in [B, T, n_cols, row]
+// order into the caller's buffer: raw stored rows, or dequantised f32/bf16.
+// A worker can Wait for the first Engram layer while the second's rows are
+// still in flight.
+//
+// Faults: every RPC has a deadline; on UNAVAILABLE or DEADLINE_EXCEEDED the
+// shard's next replica is tried; optionally a hedged request goes to a second
+// replica after a delay. When no replica of a shard answers, Wait fails with
+// UNAVAILABLE naming the shard: rows are never zeros or stale.
+//
+// Threading: EngramClient is thread-safe; steps may be prefetched and waited
+// on concurrently from many threads. A Sequence must be used by one step at
+// a time. A Step is used by one thread at a time.
+#ifndef ENGRAM_CLIENT_ENGRAM_CLIENT_H_
+#define ENGRAM_CLIENT_ENGRAM_CLIENT_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "client/engram_hash.h"
+#include "common/layout.h"
+
+namespace engram {
+
+namespace metrics {
+class Registry;
+}
+
+struct ClientOptions {
+  // Table directory (its manifest.json gives the hash layout and the row
+  // geometry). REQUIRED.
+  std::string table_dir;
+  // The shard map written by `engramctl import` (any shard's copy). Empty =
+  // derived from the manifest with shard_addresses.size() shards (servers
+  // still refuse rows that are not theirs, so a wrong count fails loudly).
+  std::string shard_map_path;
+  // Addresses, [shard][replica] "host:port". Empty = the shard map's
+  // `replicas`. Each shard needs at least one.
+  std::vector<std::vector<std::string>> shard_addresses;
+  // Table version to ask for; 0 = the shard map's version.
+  uint64_t version = 0;
+
+  // Deadline of one RPC attempt.
+  absl::Duration rpc_deadline = absl::Seconds(2);
+  // Row ids per Lookup RPC; a (shard, layer) batch over this is split.
+  uint32_t max_rows_per_rpc = 16384;
+  // gRPC channels per replica (separate TCP connections); RPCs of a step
+  // round-robin over them.
+  int channels_per_replica = 1;
+  // Hedging: when a shard has a second replica, send the same request to it
+  // if the first has not answered after `hedge_delay`; zero = the p95 of
+  // recent RPC latencies (at least `min_hedge_delay`). Off by default.
+  bool hedge = false;
+  absl::Duration hedge_delay = absl::ZeroDuration();
+  absl::Duration min_hedge_delay = absl::Microseconds(500);
+  // Reconnect backoff of the channels.
+  absl::Duration max_reconnect_backoff = absl::Seconds(2);
+
+  // Worker-side hot-row cache: the hottest rows of the hot-row profiles
+  // kept in this process, so the most frequent n-grams never cross the
+  // network. 0 = off (the default). `local_cache_profiles[i]` is shard i's
+  // `hot_profile.bin` (written by `engramctl import --profile-trace`); the
+  // rows are fetched from the shards once, at Create.
+  uint64_t local_cache_bytes = 0;
+  std::vector<std::string> local_cache_profiles;
+
+  // Positions each Sequence can hold.
+  int64_t sequence_capacity = SequenceState::kDefaultCapacity;
+  // Optional: client metrics are also registered here (Prometheus).
+  std::shared_ptr<metrics::Registry> metrics_registry;
+};
+
+// How Wait writes rows.
+enum class RowFormat {
+  kRaw,   // the stored bytes: head_dim e4m3 codes, then the e8m0 scales
+  kF32,   // head_dim floats
+  kBf16,  // head_dim bf16 values (uint16_t)
+};
+
+// The n-gram state of one sequence (prefill, then decode steps).
+class Sequence {
+ public:
+  explicit Sequence(int64_t capacity) : state_(capacity) {}
+  int64_t length() const { return state_.length(); }
+  void Reset() { state_.Reset(); }
+
+ private:
+  friend class EngramClient;
+  SequenceState state_;
+};
+
+// One step's tokens. Every sequence contributes `tokens_per_sequence` ids,
+// at its own start position (0 = a new generation; otherwise at most the
+// sequence's length).
+struct StepInput {
+  std::span<Sequence* const> sequences;
+  std::span<const int64_t> start_positions;  // one per sequence
+  int64_t tokens_per_sequence = 1;
+  std::span<const int64_t> token_ids;        // [B][T]
+  std::span<const uint8_t> mask;             // empty, or [B][T]; 0 = image
+};
+
+// Counters of one client since Create. All monotonic.
+struct ClientStats {
+  uint64_t steps = 0;
+  uint64_t ids = 0;            // row ids hashed (B * T * layers * cols)
+  uint64_t unique_rows = 0;    // after de-duplication
+  uint64_t local_hits = 0;     // unique rows served by the local cache
+  uint64_t rows_fetched = 0;   // unique rows received from shards
+  uint64_t bytes_received = 0; // response bytes on the wire (gRPC payload)
+  uint64_t bytes_sent = 0;     // request bytes (gRPC payload)
+  uint64_t rpcs = 0;
+  uint64_t retries = 0;        // attempts on another replica after a failure
+  uint64_t hedges = 0;         // hedged attempts sent
+  uint64_t failed_rpcs = 0;    // RPCs no replica answered
+  std::vector<double> shard_latency_sum_seconds;  // per shard, successful RPCs
+  std::vector<uint64_t> shard_rpcs;               // per shard, successful RPCs
+};
+
+class Step;
+struct StepState;
+class LocalCache;
+
+class EngramClient {
+ public:
+  static absl::StatusOr<std::unique_ptr<EngramClient>> Create(
+      ClientOptions options);
+  ~EngramClient();
+
+  const HashLayout& layout() const;
+  int n_layers() const;
+  int n_cols() const;
+  int n_shards() const;
+  // Stored bytes per row and values per row of `layer`.
+  int row_bytes(int layer) const;
+  int head_dim(int layer) const;
+  // Bytes Wait writes per row in `format` for `layer`.
+  size_t OutputRowBytes(int layer, RowFormat format) const;
+
+  std::unique_ptr<Sequence> NewSequence() const;
+
+  // Hashes the step and sends its lookups; returns without waiting for
+  // them. Errors (bad tokens, positions) are returned here and leave every
+  // sequence unchanged.
+  absl::StatusOr<Step> Prefetch(const StepInput& input);
+
+  ClientStats stats() const;
+  // Bytes of rows held by the local cache (0 when off).
+  uint64_t local_cache_bytes() const;
+  // The p95 latency of recent RPCs (what hedging waits for by default).
+  absl::Duration RecentP95() const;
+
+ private:
+  friend class Step;
+  friend class LocalCache;
+  struct Impl;
+  explicit EngramClient(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// A prefetched step. Movable. Destroying it waits for its RPCs to finish
+// (or be cancelled) and returns its buffers to the client's pool.
+class Step {
+ public:
+  Step(Step&&) noexcept;
+  Step& operator=(Step&&) noexcept;
+  ~Step();
+
+  int64_t batch() const;
+  int64_t tokens_per_sequence() const;
+  // Unique rows of this step (over all layers) after de-duplication.
+  uint64_t unique_rows() const;
+  // The row ids of the step, [B][T][n_layers][n_cols].
+  std::span<const RowId> row_ids() const;
+
+  // Blocks until `layer`'s rows are in, then writes them [B][T][n_cols]
+  // rows of OutputRowBytes(layer, format) bytes into out. REQUIRES:
+  // out.size() == B * T * n_cols * OutputRowBytes(layer, format).
+  // UNAVAILABLE / DEADLINE_EXCEEDED name the shard that failed.
+  absl::Status Wait(int layer, RowFormat format, std::span<uint8_t> out);
+  // Blocks until `layer`'s rows are in (or failed), without copying.
+  absl::Status WaitArrived(int layer);
+  // Time from Prefetch to the arrival of `layer`'s last RPC (blocks like
+  // WaitArrived; infinite when the layer failed).
+  absl::Duration FetchLatency(int layer);
+
+ private:
+  friend class EngramClient;
+  friend struct EngramClient::Impl;
+  Step(EngramClient::Impl* client, std::unique_ptr<StepState> state);
+  // Cancels what is still in flight, waits for it, returns the buffers.
+  void Release();
+  EngramClient::Impl* client_ = nullptr;
+  std::unique_ptr<StepState> state_;
+};
+
+}  // namespace engram
+
+#endif  // ENGRAM_CLIENT_ENGRAM_CLIENT_H_

@@ -1,0 +1,56 @@
+// The state behind EngramClient. Internal to the client library.
+#ifndef ENGRAM_CLIENT_ENGRAM_CLIENT_IMPL_H_
+#define ENGRAM_CLIENT_ENGRAM_CLIENT_IMPL_H_
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "client/engram_client.h"
+#include "client/local_cache.h"
+#include "client/shard_channels.h"
+#include "client/step_state.h"
+#include "common/table.h"
+#include "shard/shard_map.h"
+
+namespace engram {
+
+struct EngramClient::Impl {
+  ClientOptions options;
+  TableManifest manifest;
+  ShardMap shard_map;
+  std::unique_ptr<NgramHasher> hasher;
+  std::unique_ptr<ShardChannels> channels;
+  std::unique_ptr<LocalCache> local_cache;
+  RpcCounters counters;
+  LatencyWindow latency;
+  uint64_t version = 0;
+  int n_layers = 0, n_cols = 0, n_shards = 0;
+
+  std::atomic<uint64_t> steps{0}, ids{0}, unique_rows{0}, local_hits{0},
+      rows_fetched{0};
+  std::mutex stats_mu;
+  std::vector<double> shard_latency_sum;
+  std::vector<uint64_t> shard_rpcs;
+
+  std::mutex pool_mu;
+  std::vector<std::unique_ptr<StepState>> pool;
+
+  std::unique_ptr<StepState> TakeState();
+  void ReturnState(std::unique_ptr<StepState> s);
+  void Dedup(StepState& st, int layer);
+  void SendLayer(StepState& st, int layer);
+  void Resolve(StepState& st, int layer);
+  RpcPolicy Policy() const;
+  // A step whose unique rows are `rows[layer]` (no hashing, no local
+  // cache), sent at once. For filling the local cache.
+  absl::StatusOr<Step> FetchRows(const std::vector<std::vector<uint64_t>>& rows);
+  // The bytes of each unique row of `layer`, in unique order.
+  // REQUIRES: step.WaitArrived(layer) returned OK.
+  std::vector<const uint8_t*> UniqueRowSources(Step& step, int layer);
+};
+
+}  // namespace engram
+
+#endif  // ENGRAM_CLIENT_ENGRAM_CLIENT_IMPL_H_

@@ -1,0 +1,319 @@
+// The client library against real shard servers on 127.0.0.1 (port 0):
+// every returned row is compared with the table file.
+#include "client/engram_client.h"
+
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "common/fp8.h"
+#include "common/table.h"
+#include "gtest/gtest.h"
+#include "service/shard_server.h"
+#include "shard/importer.h"
+#include "shard/testing/shard_fixture.h"
+
+namespace engram {
+namespace {
+
+constexpr int kShards = 3;
+
+// A small table imported into 3 shards, once for the whole suite.
+class Cluster {
+ public:
+  static Cluster& Get() {
+    static Cluster* c = new Cluster();
+    return *c;
+  }
+  std::string table_dir() const { return dir_.Sub("table"); }
+  std::string shard_dir(int s) const { return dir_.Sub("shard-" + std::to_string(s)); }
+  std::string map_path() const { return shard_dir(0) + "/shard_map.json"; }
+  const TableReader& reader() const { return *reader_; }
+  const std::string& trace() const { return trace_; }
+
+ private:
+  Cluster() {
+    EXPECT_TRUE(testing::MakeSmallTable(table_dir(), 300, 11).ok());
+    trace_ = dir_.Sub("trace.txt");
+    std::ofstream t(trace_);
+    std::mt19937_64 rng(5);
+    for (int line = 0; line < 20; ++line) {
+      for (int i = 0; i < 64; ++i) t << (rng() % 50) << ' ';
+      t << '\n';
+    }
+    t.close();
+    for (int s = 0; s < kShards; ++s) {
+      ImportOptions o;
+      o.table_dir = table_dir();
+      o.n_shards = kShards;
+      o.shard_index = static_cast<uint32_t>(s);
+      o.out_dir = shard_dir(s);
+      o.profile_trace = trace_;
+      absl::StatusOr<ImportResult> r = ImportShard(o, nullptr);
+      EXPECT_TRUE(r.ok()) << r.status();
+    }
+    auto reader = TableReader::Open(table_dir());
+    EXPECT_TRUE(reader.ok()) << reader.status();
+    reader_ = *std::move(reader);
+  }
+  testing::TempDir dir_;
+  std::string trace_;
+  std::unique_ptr<TableReader> reader_;
+};
+
+std::unique_ptr<ShardServer> StartShard(int s, uint64_t ram_budget) {
+  ShardServerOptions o;
+  o.db_dir = Cluster::Get().shard_dir(s);
+  o.ram_budget_bytes = ram_budget;
+  o.reader_threads = 4;
+  absl::StatusOr<std::unique_ptr<ShardServer>> server = ShardServer::Start(o);
+  EXPECT_TRUE(server.ok()) << server.status();
+  return server.ok() ? *std::move(server) : nullptr;
+}
+
+std::string Addr(const ShardServer& s) { return "127.0.0.1:" + std::to_string(s.port()); }
+
+ClientOptions BaseOptions(const std::vector<std::vector<std::string>>& addrs) {
+  ClientOptions o;
+  o.table_dir = Cluster::Get().table_dir();
+  o.shard_map_path = Cluster::Get().map_path();
+  o.shard_addresses = addrs;
+  o.rpc_deadline = absl::Seconds(5);
+  return o;
+}
+
+// Checks every row of every layer of `step` against the table file, in
+// raw, f32 and bf16.
+void ExpectRowsMatchTable(EngramClient& client, Step& step) {
+  const TableReader& reader = Cluster::Get().reader();
+  const int L = client.n_layers(), C = client.n_cols();
+  const size_t positions = static_cast<size_t>(step.batch() * step.tokens_per_sequence());
+  std::span<const RowId> ids = step.row_ids();
+  for (int l = 0; l < L; ++l) {
+    const size_t rb = static_cast<size_t>(client.row_bytes(l));
+    const int hd = client.head_dim(l);
+    std::vector<uint8_t> raw(positions * C * rb);
+    ASSERT_TRUE(step.Wait(l, RowFormat::kRaw, raw).ok());
+    std::vector<uint8_t> f32(positions * C * client.OutputRowBytes(l, RowFormat::kF32));
+    ASSERT_TRUE(step.Wait(l, RowFormat::kF32, f32).ok());
+    std::vector<uint8_t> bf16(positions * C * client.OutputRowBytes(l, RowFormat::kBf16));
+    ASSERT_TRUE(step.Wait(l, RowFormat::kBf16, bf16).ok());
+    std::vector<uint8_t> want(rb);
+    std::vector<float> want_f32(static_cast<size_t>(hd));
+    std::vector<uint16_t> want_bf16(static_cast<size_t>(hd));
+    const int sb = reader.manifest().layers[l].scale_block;
+    for (size_t p = 0; p < positions; ++p) {
+      for (int c = 0; c < C; ++c) {
+        const RowId row = ids[(p * L + l) * C + c];
+        ASSERT_TRUE(reader.ReadRow(l, row, want.data()).ok());
+        const size_t i = p * C + c;
+        ASSERT_EQ(0, std::memcmp(raw.data() + i * rb, want.data(), rb))
+            << "layer " << l << " row " << row;
+        fp8::DequantizeRows(want.data(), 1, hd, sb, want_f32.data());
+        ASSERT_EQ(0, std::memcmp(f32.data() + i * hd * 4, want_f32.data(), hd * 4));
+        fp8::DequantizeRowsBf16(want.data(), 1, hd, sb, want_bf16.data());
+        ASSERT_EQ(0, std::memcmp(bf16.data() + i * hd * 2, want_bf16.data(), hd * 2));
+      }
+    }
+  }
+}
+
+// Runs a prefill and `decode_steps` decode steps over `batch` sequences
+// with random tokens (and an image span), checking every row.
+void RunGeneration(EngramClient& client, int batch, int prefill, int decode_steps,
+                   uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::unique_ptr<Sequence>> seqs;
+  std::vector<Sequence*> ptrs;
+  for (int b = 0; b < batch; ++b) {
+    seqs.push_back(client.NewSequence());
+    ptrs.push_back(seqs.back().get());
+  }
+  const int64_t vocab = client.layout().vocab_size;
+  auto step_of = [&](int64_t start, int64_t T, bool image) {
+    std::vector<int64_t> ids(static_cast<size_t>(batch * T));
+    for (auto& id : ids) id = static_cast<int64_t>(rng() % 200);  // repeats: dedup
+    if (rng() % 2) ids[0] = vocab - 1;
+    // Sequence 1 repeats sequence 0 (a shared prompt): de-duplication must
+    // collapse their rows and still hand each its own copy.
+    if (batch > 1) std::copy(ids.begin(), ids.begin() + T, ids.begin() + T);
+    std::vector<uint8_t> mask(ids.size(), 1);
+    if (image) {
+      for (int64_t t = T / 3; t < T / 2; ++t) mask[static_cast<size_t>(t)] = 0;
+    }
+    std::vector<int64_t> starts(static_cast<size_t>(batch), start);
+    StepInput in{ptrs, starts, T, ids, mask};
+    absl::StatusOr<Step> step = client.Prefetch(in);
+    ASSERT_TRUE(step.ok()) << step.status();
+    if (batch > 1) {
+      EXPECT_LT(step->unique_rows(), static_cast<uint64_t>(step->row_ids().size()));
+    }
+    ExpectRowsMatchTable(client, *step);
+  };
+  step_of(0, prefill, true);
+  for (int d = 0; d < decode_steps; ++d) step_of(prefill + d, 1, false);
+}
+
+class ClientTest : public ::testing::TestWithParam<int> {};
+
+// Hot tier 0, ~10% and everything: the client's rows are the table's.
+TEST_P(ClientTest, RowsEqualTheTableFile) {
+  const uint64_t budget = static_cast<uint64_t>(GetParam());
+  std::vector<std::unique_ptr<ShardServer>> servers;
+  std::vector<std::vector<std::string>> addrs;
+  for (int s = 0; s < kShards; ++s) {
+    servers.push_back(StartShard(s, budget));
+    ASSERT_NE(servers.back(), nullptr);
+    addrs.push_back({Addr(*servers.back())});
+  }
+  auto client = EngramClient::Create(BaseOptions(addrs));
+  ASSERT_TRUE(client.ok()) << client.status();
+  RunGeneration(**client, 4, 40, 6, 1 + budget);
+  const ClientStats st = (*client)->stats();
+  EXPECT_EQ(st.steps, 7u);
+  EXPECT_EQ(st.failed_rpcs, 0u);
+  EXPECT_GT(st.ids, st.unique_rows);
+  EXPECT_EQ(st.rows_fetched, st.unique_rows);
+  EXPECT_GE(st.bytes_received, st.rows_fetched * 66);
+}
+// The small table: ~7,700 rows of 66 bytes per layer, ~0.34 MB per shard.
+INSTANTIATE_TEST_SUITE_P(HotTier, ClientTest, ::testing::Values(0, 34 << 10, 64 << 20));
+
+TEST(Client, FailsOverToTheNextReplicaWithNoWrongRow) {
+  std::vector<std::unique_ptr<ShardServer>> primary, backup;
+  std::vector<std::vector<std::string>> addrs;
+  for (int s = 0; s < kShards; ++s) {
+    primary.push_back(StartShard(s, 0));
+    backup.push_back(StartShard(s, 0));
+    addrs.push_back({Addr(*primary.back()), Addr(*backup.back())});
+  }
+  auto client = EngramClient::Create(BaseOptions(addrs));
+  ASSERT_TRUE(client.ok()) << client.status();
+  RunGeneration(**client, 2, 16, 2, 3);
+  primary[1]->Shutdown(absl::ZeroDuration());  // a replica dies mid-run
+  primary[1].reset();
+  RunGeneration(**client, 2, 16, 4, 4);
+  EXPECT_GT((*client)->stats().retries, 0u);
+  EXPECT_EQ((*client)->stats().failed_rpcs, 0u);
+}
+
+TEST(Client, HedgedRequestsReturnTheSameRows) {
+  std::vector<std::unique_ptr<ShardServer>> servers;
+  std::vector<std::vector<std::string>> addrs;
+  for (int s = 0; s < kShards; ++s) {
+    servers.push_back(StartShard(s, 0));
+    servers.push_back(StartShard(s, 0));
+    addrs.push_back({Addr(*servers[servers.size() - 2]), Addr(*servers.back())});
+  }
+  ClientOptions o = BaseOptions(addrs);
+  o.hedge = true;
+  o.hedge_delay = absl::Nanoseconds(1);  // hedge every request
+  auto client = EngramClient::Create(o);
+  ASSERT_TRUE(client.ok()) << client.status();
+  RunGeneration(**client, 2, 12, 3, 8);
+  EXPECT_GT((*client)->stats().hedges, 0u);
+}
+
+TEST(Client, AllReplicasDownIsUnavailableNamingTheShard) {
+  std::vector<std::unique_ptr<ShardServer>> servers;
+  std::vector<std::vector<std::string>> addrs;
+  for (int s = 0; s < kShards; ++s) {
+    servers.push_back(StartShard(s, 0));
+    addrs.push_back({Addr(*servers.back())});
+  }
+  servers[2]->Shutdown(absl::ZeroDuration());
+  auto client = EngramClient::Create(BaseOptions(addrs));
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto seq = (*client)->NewSequence();
+  Sequence* ptr = seq.get();
+  std::vector<int64_t> ids(32);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>(i);
+  std::vector<int64_t> starts = {0};
+  absl::StatusOr<Step> step = (*client)->Prefetch({std::span(&ptr, 1), starts, 32, ids, {}});
+  ASSERT_TRUE(step.ok());
+  std::vector<uint8_t> out(32 * (*client)->n_cols() * (*client)->row_bytes(0));
+  absl::Status s = step->Wait(0, RowFormat::kRaw, out);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_NE(s.message().find("shard 2"), std::string::npos) << s;
+}
+
+TEST(Client, DeadlineExceededIsAClearStatus) {
+  std::vector<std::unique_ptr<ShardServer>> servers;
+  std::vector<std::vector<std::string>> addrs;
+  for (int s = 0; s < kShards; ++s) {
+    servers.push_back(StartShard(s, 0));
+    addrs.push_back({Addr(*servers.back())});
+  }
+  ClientOptions o = BaseOptions(addrs);
+  o.rpc_deadline = absl::Nanoseconds(1);
+  auto client = EngramClient::Create(o);
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto seq = (*client)->NewSequence();
+  Sequence* ptr = seq.get();
+  std::vector<int64_t> ids(8, 5);
+  std::vector<int64_t> starts = {0};
+  absl::StatusOr<Step> step = (*client)->Prefetch({std::span(&ptr, 1), starts, 8, ids, {}});
+  ASSERT_TRUE(step.ok());
+  absl::Status s = step->WaitArrived(0);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_NE(s.message().find("shard "), std::string::npos) << s;
+}
+
+TEST(Client, ConcurrentStepsFromFourThreads) {
+  std::vector<std::unique_ptr<ShardServer>> servers;
+  std::vector<std::vector<std::string>> addrs;
+  for (int s = 0; s < kShards; ++s) {
+    servers.push_back(StartShard(s, 34 << 10));
+    addrs.push_back({Addr(*servers.back())});
+  }
+  auto client = EngramClient::Create(BaseOptions(addrs));
+  ASSERT_TRUE(client.ok()) << client.status();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] { RunGeneration(**client, 3, 20, 5, 100 + t); });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ((*client)->stats().steps, 24u);
+}
+
+TEST(Client, LocalCacheServesHotRowsWithoutTheNetwork) {
+  std::vector<std::unique_ptr<ShardServer>> servers;
+  std::vector<std::vector<std::string>> addrs;
+  ClientOptions o;
+  for (int s = 0; s < kShards; ++s) {
+    servers.push_back(StartShard(s, 0));
+    addrs.push_back({Addr(*servers.back())});
+    o.local_cache_profiles.push_back(Cluster::Get().shard_dir(s) + "/hot_profile.bin");
+  }
+  ClientOptions base = BaseOptions(addrs);
+  base.local_cache_bytes = 200 * 66;
+  base.local_cache_profiles = o.local_cache_profiles;
+  auto client = EngramClient::Create(base);
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_EQ((*client)->local_cache_bytes(), 200u * 66);
+  RunGeneration(**client, 4, 30, 4, 21);
+  EXPECT_GT((*client)->stats().local_hits, 0u);
+}
+
+TEST(Client, BadInputIsRefusedAndChangesNothing) {
+  std::vector<std::vector<std::string>> addrs(kShards, {"127.0.0.1:1"});
+  auto client = EngramClient::Create(BaseOptions(addrs));
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto seq = (*client)->NewSequence();
+  Sequence* ptr = seq.get();
+  std::vector<int64_t> ids = {1, 2, (*client)->layout().vocab_size};
+  std::vector<int64_t> starts = {0};
+  absl::StatusOr<Step> step = (*client)->Prefetch({std::span(&ptr, 1), starts, 3, ids, {}});
+  EXPECT_EQ(step.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(seq->length(), 0);
+  starts = {5};
+  ids = {1, 2, 3};
+  step = (*client)->Prefetch({std::span(&ptr, 1), starts, 3, ids, {}});
+  EXPECT_EQ(step.status().code(), absl::StatusCode::kInvalidArgument);
+
+  ClientOptions o = BaseOptions({{"127.0.0.1:1"}});
+  EXPECT_EQ(EngramClient::Create(o).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace engram

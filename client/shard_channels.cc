@@ -1,0 +1,246 @@
+#include "client/shard_channels.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/channel_arguments.h"
+
+namespace engram {
+namespace {
+
+constexpr char kLookupMethod[] = "/engram.v1.EngramStore/Lookup";
+
+bool Retryable(absl::StatusCode code) {
+  switch (code) {
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kDataLoss:
+    case absl::StatusCode::kInternal:
+    case absl::StatusCode::kAborted:
+    case absl::StatusCode::kUnknown:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+void LatencyWindow::Add(absl::Duration d) {
+  std::lock_guard<std::mutex> l(mu_);
+  ns_[next_] = absl::ToInt64Nanoseconds(d);
+  next_ = (next_ + 1) % kSize;
+  filled_ = std::min(filled_ + 1, kSize);
+}
+
+absl::Duration LatencyWindow::P95() const {
+  std::vector<int64_t> v;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    v.assign(ns_.begin(), ns_.begin() + filled_);
+  }
+  if (v.empty()) return absl::ZeroDuration();
+  const size_t k = (v.size() * 95) / 100;
+  std::nth_element(v.begin(), v.begin() + std::min(k, v.size() - 1), v.end());
+  return absl::Nanoseconds(v[std::min(k, v.size() - 1)]);
+}
+
+ShardChannels::ShardChannels(
+    const std::vector<std::vector<std::string>>& addresses,
+    const ChannelOptions& options)
+    : addresses_(addresses) {
+  replicas_.resize(addresses.size());
+  for (size_t s = 0; s < addresses.size(); ++s) {
+    for (const std::string& addr : addresses[s]) {
+      auto r = std::make_unique<Replica>();
+      for (int c = 0; c < std::max(1, options.channels_per_replica); ++c) {
+        grpc::ChannelArguments args;
+        args.SetMaxReceiveMessageSize(-1);
+        args.SetMaxSendMessageSize(-1);
+        args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 50);
+        args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 50);
+        args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
+                    static_cast<int>(absl::ToInt64Milliseconds(
+                        options.max_reconnect_backoff)));
+        // Each channel its own TCP connection.
+        args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+        args.SetInt("engram.channel_index", c);
+        r->stubs.push_back(std::make_unique<grpc::GenericStub>(
+            grpc::CreateCustomChannel(addr, grpc::InsecureChannelCredentials(),
+                                      args)));
+      }
+      replicas_[s].push_back(std::move(r));
+    }
+  }
+}
+
+std::string ShardChannels::Describe(int shard) const {
+  return absl::StrCat("shard ", shard, " (", absl::StrJoin(addresses_[shard], "|"),
+                      ")");
+}
+
+grpc::GenericStub* ShardChannels::Stub(int shard, int replica) {
+  Replica& r = *replicas_[shard][replica];
+  const uint32_t i = r.next.fetch_add(1, std::memory_order_relaxed);
+  return r.stubs[i % r.stubs.size()].get();
+}
+
+ShardRpc::ShardRpc(ShardChannels* channels, RpcCounters* counters,
+                   LatencyWindow* latency, int shard, grpc::ByteBuffer request,
+                   DecodeFn decode, DoneFn on_done, QuietFn on_quiet)
+    : channels_(channels),
+      counters_(counters),
+      latency_window_(latency),
+      shard_(shard),
+      request_(std::move(request)),
+      decode_(std::move(decode)),
+      on_done_(std::move(on_done)),
+      on_quiet_(std::move(on_quiet)) {
+  attempts_.reserve(static_cast<size_t>(channels_->n_replicas(shard)));
+}
+
+ShardRpc::~ShardRpc() = default;
+
+ShardRpc::Attempt* ShardRpc::NextAttemptLocked() {
+  const int n = channels_->n_replicas(shard_);
+  if (tried_ >= n) return nullptr;
+  auto a = std::make_unique<Attempt>();
+  a->replica = (next_replica_ + tried_) % n;
+  ++tried_;
+  attempts_.push_back(std::move(a));
+  return attempts_.back().get();
+}
+
+void ShardRpc::Start(const RpcPolicy& policy, int first_replica) {
+  Attempt* a;
+  bool arm = false;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    policy_ = policy;
+    next_replica_ = first_replica;
+    a = NextAttemptLocked();
+    ++outstanding_;
+    arm = policy.hedge && channels_->n_replicas(shard_) > 1;
+    alarm_pending_ = arm;
+  }
+  counters_->rpcs.fetch_add(1, std::memory_order_relaxed);
+  counters_->bytes_sent.fetch_add(request_.Length(), std::memory_order_relaxed);
+  if (arm) {
+    alarm_.Set(absl::ToChronoTime(absl::Now() + policy.hedge_delay),
+               [this](bool fired) { OnHedgeAlarm(fired); });
+  }
+  Launch(a);
+}
+
+void ShardRpc::Launch(Attempt* a) {
+  const absl::Time now = absl::Now();
+  a->start = now;
+  a->context.set_deadline(absl::ToChronoTime(now + policy_.deadline));
+  channels_->Stub(shard_, a->replica)
+      ->UnaryCall(&a->context, kLookupMethod, grpc::StubOptions(), &request_,
+                  &a->response,
+                  [this, a](grpc::Status s) { OnAttemptDone(a, s); });
+}
+
+void ShardRpc::OnAttemptDone(Attempt* a, const grpc::Status& status) {
+  const absl::Duration took = absl::Now() - a->start;
+  const std::string& addr = channels_->address(shard_, a->replica);
+  bool finish = false, cancel_alarm = false, quiet = false;
+  absl::Status result;
+  Attempt* retry = nullptr;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    --outstanding_;
+    if (!done_) {
+      if (status.ok()) {
+        absl::Status d = decode_(a->response);
+        if (d.ok()) {
+          done_ = finish = true;
+          latency_ = took;
+          counters_->bytes_received.fetch_add(a->response.Length(),
+                                              std::memory_order_relaxed);
+        } else {
+          last_error_ = absl::InternalError(
+              absl::StrCat(addr, ": malformed response: ", d.message()));
+        }
+      } else {
+        last_error_ = absl::Status(
+            static_cast<absl::StatusCode>(status.error_code()),
+            absl::StrCat(addr, ": ", status.error_message()));
+      }
+      if (!done_) {
+        if (!cancelled_ && outstanding_ == 0 && Retryable(last_error_.code())) {
+          retry = NextAttemptLocked();
+          if (retry != nullptr) ++outstanding_;
+        }
+        if (retry == nullptr && outstanding_ == 0) {
+          done_ = finish = true;
+          result = last_error_;
+        }
+      }
+      cancel_alarm = done_ && alarm_pending_;
+    }
+    quiet = QuietLocked();
+  }
+  if (finish && result.ok()) latency_window_->Add(took);
+  if (cancel_alarm) alarm_.Cancel();
+  if (retry != nullptr) {
+    counters_->retries.fetch_add(1, std::memory_order_relaxed);
+    Launch(retry);
+  }
+  if (finish) {
+    if (!result.ok()) {
+      counters_->failed.fetch_add(1, std::memory_order_relaxed);
+      const bool deadline = result.code() == absl::StatusCode::kDeadlineExceeded;
+      const absl::StatusCode code =
+          Retryable(result.code())
+              ? (deadline ? absl::StatusCode::kDeadlineExceeded
+                          : absl::StatusCode::kUnavailable)
+              : result.code();
+      result = absl::Status(
+          code, absl::StrCat(channels_->Describe(shard_),
+                             Retryable(result.code()) ? ": no replica answered; last: "
+                                                      : ": ",
+                             result.message()));
+    }
+    on_done_(result);
+  }
+  if (quiet) on_quiet_();  // may destroy *this: nothing may follow
+}
+
+void ShardRpc::OnHedgeAlarm(bool fired) {
+  Attempt* hedge = nullptr;
+  bool quiet = false;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    alarm_pending_ = false;
+    if (fired && !done_ && !cancelled_) {
+      hedge = NextAttemptLocked();
+      if (hedge != nullptr) ++outstanding_;
+    }
+    quiet = QuietLocked();
+  }
+  if (hedge != nullptr) {
+    counters_->hedges.fetch_add(1, std::memory_order_relaxed);
+    Launch(hedge);
+  }
+  if (quiet) on_quiet_();  // may destroy *this: nothing may follow
+}
+
+void ShardRpc::Cancel() {
+  bool cancel_alarm;
+  std::vector<Attempt*> live;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    cancelled_ = true;
+    cancel_alarm = alarm_pending_;
+    for (auto& a : attempts_) live.push_back(a.get());
+  }
+  if (cancel_alarm) alarm_.Cancel();
+  for (Attempt* a : live) a->context.TryCancel();
+}
+
+}  // namespace engram

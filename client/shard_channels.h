@@ -1,0 +1,149 @@
+// ShardChannels: the gRPC channels of every replica of every shard, and one
+// Lookup RPC with retry on the next replica and optional hedging.
+//
+// Internal to the client library (not part of its public API).
+#ifndef ENGRAM_CLIENT_SHARD_CHANNELS_H_
+#define ENGRAM_CLIENT_SHARD_CHANNELS_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "grpcpp/alarm.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/support/byte_buffer.h"
+
+namespace engram {
+
+// Lock-free running counters of RPC outcomes, shared by all steps.
+struct RpcCounters {
+  std::atomic<uint64_t> rpcs{0}, retries{0}, hedges{0}, failed{0};
+  std::atomic<uint64_t> bytes_sent{0}, bytes_received{0};
+};
+
+// A ring of recent RPC latencies; p95 for the default hedge delay.
+// Thread-safe.
+class LatencyWindow {
+ public:
+  void Add(absl::Duration d);
+  absl::Duration P95() const;
+
+ private:
+  static constexpr int kSize = 512;
+  mutable std::mutex mu_;
+  std::vector<int64_t> ns_ = std::vector<int64_t>(kSize, 0);
+  int next_ = 0;
+  int filled_ = 0;
+};
+
+struct ChannelOptions {
+  int channels_per_replica = 1;
+  absl::Duration max_reconnect_backoff = absl::Seconds(2);
+};
+
+// Owns the channels. Thread-safe; immutable after construction.
+class ShardChannels {
+ public:
+  ShardChannels(const std::vector<std::vector<std::string>>& addresses,
+                const ChannelOptions& options);
+
+  int n_shards() const { return static_cast<int>(replicas_.size()); }
+  int n_replicas(int shard) const {
+    return static_cast<int>(replicas_[shard].size());
+  }
+  const std::string& address(int shard, int replica) const {
+    return addresses_[shard][replica];
+  }
+  // "a|b|c": the shard's replicas, for error messages.
+  std::string Describe(int shard) const;
+  // A stub of the replica, round-robin over its channels.
+  grpc::GenericStub* Stub(int shard, int replica);
+
+ private:
+  struct Replica {
+    std::vector<std::unique_ptr<grpc::GenericStub>> stubs;
+    std::atomic<uint32_t> next{0};
+  };
+  std::vector<std::vector<std::string>> addresses_;
+  std::vector<std::vector<std::unique_ptr<Replica>>> replicas_;
+};
+
+struct RpcPolicy {
+  absl::Duration deadline = absl::Seconds(2);
+  bool hedge = false;
+  absl::Duration hedge_delay;  // resolved (never zero when hedge is on)
+};
+
+// One Lookup of one (shard, layer) chunk, with its attempts. Created and
+// started by the step; `on_done` runs exactly once, on a gRPC thread, with
+// OK after `decode` accepted a response, or the error of the last attempt.
+// The object must outlive Quiet() returning true; Cancel() hurries it.
+class ShardRpc {
+ public:
+  using DecodeFn = std::function<absl::Status(const grpc::ByteBuffer&)>;
+  using DoneFn = std::function<void(const absl::Status&)>;
+  using QuietFn = std::function<void()>;
+
+  ShardRpc(ShardChannels* channels, RpcCounters* counters,
+           LatencyWindow* latency, int shard, grpc::ByteBuffer request,
+           DecodeFn decode, DoneFn on_done, QuietFn on_quiet);
+  ~ShardRpc();
+
+  // Sends the first attempt (replica `first_replica`, then the others in
+  // order on failure).
+  void Start(const RpcPolicy& policy, int first_replica);
+  // Cancels attempts still in flight (they finish with CANCELLED).
+  void Cancel();
+  int shard() const { return shard_; }
+  absl::Duration latency() const { return latency_; }
+
+ private:
+  struct Attempt {
+    grpc::ClientContext context;
+    grpc::ByteBuffer response;
+    int replica = 0;
+    absl::Time start;
+  };
+  // REQUIRES: mu_ held. Reserves the next replica's attempt; nullptr when
+  // every replica was tried.
+  Attempt* NextAttemptLocked();
+  void Launch(Attempt* a);
+  void OnAttemptDone(Attempt* a, const grpc::Status& status);
+  void OnHedgeAlarm(bool fired);
+  // REQUIRES: mu_ held. True once nothing can call back any more.
+  bool QuietLocked() const { return done_ && outstanding_ == 0 && !alarm_pending_; }
+
+  ShardChannels* const channels_;
+  RpcCounters* const counters_;
+  LatencyWindow* const latency_window_;
+  const int shard_;
+  const grpc::ByteBuffer request_;
+  const DecodeFn decode_;
+  const DoneFn on_done_;
+  const QuietFn on_quiet_;
+
+  std::mutex mu_;
+  RpcPolicy policy_;
+  std::vector<std::unique_ptr<Attempt>> attempts_;  // at most one per replica
+  int next_replica_ = 0;
+  int tried_ = 0;
+  int outstanding_ = 0;
+  bool done_ = false;
+  bool cancelled_ = false;
+  bool alarm_pending_ = false;
+  absl::Status last_error_;
+  absl::Duration latency_;
+  grpc::Alarm alarm_;
+};
+
+}  // namespace engram
+
+#endif  // ENGRAM_CLIENT_SHARD_CHANNELS_H_

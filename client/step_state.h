@@ -1,0 +1,68 @@
+// StepState: the buffers and the completion state of one prefetched step.
+// Internal to the client library. Reused across steps through the client's
+// pool, so a steady stream of steps allocates nothing after warm-up.
+#ifndef ENGRAM_CLIENT_STEP_STATE_H_
+#define ENGRAM_CLIENT_STEP_STATE_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "client/engram_hash.h"
+#include "client/shard_channels.h"
+
+namespace engram {
+
+struct StepState {
+  // Per layer: de-duplicated rows, grouped by shard, and where each of the
+  // layer's ids finds its bytes.
+  struct Layer {
+    std::vector<uint64_t> table_keys;   // open addressing: row + 1, 0 = empty
+    std::vector<uint32_t> table_vals;   // unique index
+    std::vector<uint64_t> unique_rows;  // in first-seen order
+    std::vector<uint32_t> unique_pos;   // unique index -> arena slot or local
+    std::vector<uint64_t> grouped;      // fetched rows, grouped by shard
+    std::vector<uint32_t> id_unique;    // id (b,t,c) -> unique index
+    std::vector<const uint8_t*> src;    // id (b,t,c) -> row bytes
+    std::vector<uint8_t> arena;         // fetched rows' bytes, grouped order
+    int pending = 0;                    // RPCs not finished
+    absl::Status status;                // first failure
+    bool resolved = false;              // src filled
+    absl::Time arrived;                 // when pending reached 0
+  };
+
+  int64_t batch = 0;
+  int64_t tokens = 0;
+  uint64_t unique_rows = 0;
+  absl::Time prefetched;  // when Prefetch sent the first RPC
+  std::vector<RowId> ids;  // [B][T][L][C]
+  std::vector<Layer> layers;
+  std::vector<std::unique_ptr<ShardRpc>> rpcs;
+  std::vector<absl::Duration> rpc_latency_by_shard;  // scratch for stats
+
+  std::mutex mu;
+  std::condition_variable cv;
+  int not_quiet = 0;  // RPCs that may still call back
+
+  void OnRpcDone(int layer, const absl::Status& s) {
+    std::lock_guard<std::mutex> l(mu);
+    Layer& ly = layers[layer];
+    if (!s.ok() && ly.status.ok()) ly.status = s;
+    if (--ly.pending == 0) ly.arrived = absl::Now();
+    cv.notify_all();
+  }
+  void OnRpcQuiet() {
+    std::lock_guard<std::mutex> l(mu);
+    --not_quiet;
+    cv.notify_all();
+  }
+};
+
+}  // namespace engram
+
+#endif  // ENGRAM_CLIENT_STEP_STATE_H_

@@ -1,0 +1,251 @@
+#include "service/shard_server.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cctype>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "common/metrics/exposer.h"
+#include "common/metrics/registry.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "service/shard_metrics.h"
+#include "service/store_service.h"
+#include "shard/hot_tier.h"
+#include "shard/row_store.h"
+#include "shard/shard_format.h"
+
+namespace engram {
+namespace {
+
+absl::Status Annotate(const absl::Status& status, const std::string& prefix) {
+  return absl::Status(status.code(),
+                      absl::StrCat(prefix, std::string(status.message())));
+}
+
+bool FileExists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+}  // namespace
+
+absl::Status ShardServerOptions::Validate() const {
+  const ShardServerOptions& options = *this;
+  if (options.db_dir.empty()) {
+    return absl::InvalidArgumentError(
+        "no shard directory given (ShardServerOptions::db_dir / --db)");
+  }
+  if (options.listen.rfind(':') == std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "listen address \"", options.listen, "\" is not host:port"));
+  }
+  if (options.metrics_port < -1 || options.metrics_port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metrics port ", options.metrics_port,
+                     " is not -1 (off), 0 (any) or a port up to 65535"));
+  }
+  if (options.threads < 1 || options.threads > 1024) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "threads = ", options.threads, " is not in 1..1024"));
+  }
+  if (options.reader_threads < 1 || options.reader_threads > 1024) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "reader threads = ", options.reader_threads, " is not in 1..1024"));
+  }
+  if (options.max_rows_per_request < 1 ||
+      options.max_rows_per_request > (1u << 24)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max rows per request = ", options.max_rows_per_request,
+                     " is not in 1..16777216"));
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+// The host of "host:port" ("[::1]:80" -> "[::1]").
+std::string HostOf(const std::string& listen) {
+  return listen.substr(0, listen.rfind(':'));
+}
+
+// civetweb takes numeric addresses only.
+std::string MetricsBindAddress(const std::string& host, int port) {
+  std::string numeric = host;
+  if (host.empty() || host == "*") numeric = "0.0.0.0";
+  if (host == "localhost") numeric = "127.0.0.1";
+  return absl::StrCat(numeric, ":", port);
+}
+
+// The reflection plugin and the default health service are process-wide
+// gRPC settings, applied before any ServerBuilder exists.
+void InitGrpcPlugins() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    grpc::EnableDefaultHealthCheckService(true);
+    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  });
+}
+
+}  // namespace
+
+ShardServer::ShardServer() = default;
+
+absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::Start(
+    const ShardServerOptions& options) {
+  if (absl::Status s = options.Validate(); !s.ok()) return s;
+  std::unique_ptr<ShardServer> server(new ShardServer());
+  server->listen_host_ = HostOf(options.listen);
+
+  RowStoreOptions store_options;
+  store_options.direct_io = options.direct_io;
+  store_options.reader_threads = options.reader_threads;
+  auto store = RowStore::Open(options.db_dir, store_options);
+  if (!store.ok()) {
+    return Annotate(store.status(),
+                    absl::StrCat("shard directory ", options.db_dir, ": "));
+  }
+  server->store_ = std::move(*store);
+
+  HotTierOptions tier_options;
+  tier_options.budget_bytes = options.ram_budget_bytes;
+  tier_options.profile_path = options.hot_profile_path;
+  if (tier_options.profile_path.empty()) {
+    const std::string profile =
+        absl::StrCat(options.db_dir, "/", kHotProfileFile);
+    if (FileExists(profile)) tier_options.profile_path = profile;
+  }
+  auto tier = HotTier::Build(*server->store_, tier_options);
+  if (!tier.ok()) return Annotate(tier.status(), "building the hot tier: ");
+  server->hot_tier_ = std::move(*tier);
+
+  const ShardMap& map = server->store_->shard_map();
+  server->registry_ = std::make_shared<metrics::Registry>();
+  server->metrics_ = std::make_unique<ShardMetrics>(
+      *server->registry_, static_cast<int>(map.layer_rows.size()));
+  ShardServer* self = server.get();
+  server->collect_callback_ = server->registry_->AddCollectCallback([self] {
+    self->metrics_->SetHotTierBytes(self->hot_tier_->pinned_bytes(),
+                                    self->hot_tier_->cached_bytes());
+    self->metrics_->SetStoreStats(self->store_->Stats());
+  });
+  server->service_ = std::make_unique<StoreService>(
+      *server->store_, *server->hot_tier_, *server->metrics_,
+      options.max_rows_per_request);
+
+  if (options.metrics_port >= 0) {
+    auto exposer = metrics::Exposer::Create(
+        MetricsBindAddress(server->listen_host_, options.metrics_port));
+    if (!exposer.ok()) {
+      return Annotate(exposer.status(), "starting the metrics endpoint: ");
+    }
+    server->exposer_ = std::move(*exposer);
+    server->exposer_->RegisterCollectable(server->registry_);
+  }
+
+  InitGrpcPlugins();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(),
+                           &server->port_);
+  builder.RegisterService(server->service_.get());
+  // A second server on the same port is an error, not a silent load split.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // Room for max_rows_per_request ids of up to 10 varint bytes each.
+  const size_t max_request =
+      size_t{options.max_rows_per_request} * 11 + (size_t{1} << 16);
+  builder.SetMaxReceiveMessageSize(
+      static_cast<int>(std::max<size_t>(max_request, 4 << 20)));
+  grpc::ResourceQuota quota("engram-shard");
+  quota.SetMaxThreads(options.threads + 1);  // +1: gRPC counts its own poller
+  builder.SetResourceQuota(quota);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::NUM_CQS, 1);
+  builder.SetSyncServerOption(
+      grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 1);
+  builder.SetSyncServerOption(
+      grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, options.threads);
+  server->server_ = builder.BuildAndStart();
+  if (server->server_ == nullptr || server->port_ == 0) {
+    server->server_.reset();
+    return absl::UnavailableError(absl::StrCat(
+        "cannot listen on ", options.listen,
+        " (address in use or not valid for this host?)"));
+  }
+  server->server_->GetHealthCheckService()->SetServingStatus(
+      v1::EngramStore::service_full_name(), true);
+  return server;
+}
+
+ShardServer::~ShardServer() {
+  if (server_ != nullptr) {
+    Shutdown(absl::ZeroDuration());
+    server_->Wait();
+  }
+  exposer_.reset();  // no scrape runs the collect callback after this
+  if (collect_callback_ != 0) registry_->RemoveCollectCallback(collect_callback_);
+}
+
+int ShardServer::metrics_port() const {
+  return exposer_ == nullptr ? -1 : exposer_->port();
+}
+
+const ShardMap& ShardServer::shard_map() const { return store_->shard_map(); }
+uint32_t ShardServer::shard_index() const { return store_->shard_index(); }
+uint64_t ShardServer::hot_bytes() const {
+  return hot_tier_->pinned_bytes() + hot_tier_->cached_bytes();
+}
+
+void ShardServer::Shutdown(absl::Duration drain_deadline) {
+  absl::MutexLock lock(&shutdown_mutex_);
+  if (shut_down_) return;
+  shut_down_ = true;
+  // Health goes NOT_SERVING first, so balancers stop sending new calls;
+  // grpc::Server::Shutdown then waits for in-flight calls, whose disk reads
+  // finish them from the reader threads.
+  server_->GetHealthCheckService()->SetServingStatus(false);
+  server_->Shutdown(absl::ToChronoTime(absl::Now() + drain_deadline));
+}
+
+void ShardServer::Wait() { server_->Wait(); }
+
+absl::StatusOr<uint64_t> ParseByteSize(const std::string& text) {
+  std::string s;
+  for (char c : text) s.push_back(static_cast<char>(std::tolower(c)));
+  for (const char* unit : {"ib", "b"}) {
+    const size_t n = std::char_traits<char>::length(unit);
+    if (s.size() > n && s.compare(s.size() - n, n, unit) == 0) {
+      s.resize(s.size() - n);
+      break;
+    }
+  }
+  int shift = 0;
+  if (!s.empty()) {
+    switch (s.back()) {
+      case 'k': shift = 10; break;
+      case 'm': shift = 20; break;
+      case 'g': shift = 30; break;
+      case 't': shift = 40; break;
+      default: break;
+    }
+    if (shift != 0) s.pop_back();
+  }
+  const bool digits =
+      !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+        return c >= '0' && c <= '9';
+      });
+  uint64_t value;
+  if (!digits || !absl::SimpleAtoi(absl::string_view(s), &value) ||
+      (shift != 0 && value > (~uint64_t{0} >> shift))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "\"", text, "\" is not a byte size (use e.g. 1048576, 512M or 2G)"));
+  }
+  return value << shift;
+}
+
+}  // namespace engram

@@ -1,0 +1,139 @@
+// ShardServer: one shard of an Engram table served over gRPC.
+//
+// Start() opens the shard directory written by `engramctl import` (RowStore
+// refuses data that does not match its shard map), builds the RAM hot tier,
+// and starts a gRPC server with the callback API serving
+// engram.v1.EngramStore (Lookup, Info), grpc.health.v1.Health and server
+// reflection, plus an optional Prometheus /metrics endpoint. See
+// service/store_service.h for how a Lookup is served.
+//
+//   ShardServerOptions options;
+//   options.db_dir = "/data/shard-0";
+//   auto server = ShardServer::Start(options);
+//   if (!server.ok()) return server.status();
+//   ... (*server)->port() ...
+//   (*server)->Shutdown(absl::Seconds(10));   // drain, then stop
+//
+// Threading: port(), metrics_port(), shard_map() and shard_index() may be
+// called from any thread; Shutdown() and Wait() too (Shutdown is
+// idempotent). The destructor shuts down without a drain if Shutdown() was
+// not called.
+#ifndef ENGRAM_SERVICE_SHARD_SERVER_H_
+#define ENGRAM_SERVICE_SHARD_SERVER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "shard/shard_map.h"
+
+namespace grpc {
+class Server;
+}  // namespace grpc
+
+namespace engram {
+
+namespace metrics {
+class Exposer;
+class Registry;
+}  // namespace metrics
+
+class HotTier;
+class RowStore;
+class ShardMetrics;
+class StoreService;
+
+struct ShardServerOptions {
+  // Shard directory written by `engramctl import` (shard_map.json,
+  // shard.json, rocksdb/). Required.
+  std::string db_dir;
+  // gRPC address, host:port; port 0 picks a free port (see port()).
+  std::string listen = "127.0.0.1:0";
+  // Prometheus /metrics port on the listen address's host; -1 = no metrics
+  // endpoint, 0 = a free port (see metrics_port()).
+  int metrics_port = -1;
+  // RAM for rows (hot tier: pinned rows + admission cache). 0 = none, every
+  // row is read from RocksDB. At or above the shard's size, every row is
+  // pinned.
+  uint64_t ram_budget_bytes = 0;
+  // Hot-row profile that decides which rows are pinned; empty = the shard
+  // directory's hot_profile.bin when it exists.
+  std::string hot_profile_path;
+  // Upper bound on the threads gRPC creates for the synchronous services
+  // (reflection) via ResourceQuota / SyncServerOption. Callback handlers,
+  // Lookup included, run on gRPC's own callback pool, whose size gRPC 1.51
+  // does not let applications choose (it is small and fixed per machine).
+  int threads = 4;
+  // Read SST files with O_DIRECT (RowStoreOptions::direct_io).
+  bool direct_io = false;
+  // Threads issuing RocksDB MultiGets for hot-tier misses.
+  int reader_threads = 32;
+  // Lookups with more row ids fail with RESOURCE_EXHAUSTED.
+  uint32_t max_rows_per_request = 65536;
+
+  // InvalidArgument naming the first bad field (Start() checks it too).
+  absl::Status Validate() const;
+};
+
+class ShardServer {
+ public:
+  // Errors: InvalidArgument for bad options; the RowStore's error (prefixed
+  // with the directory) for missing or mismatched data; Unavailable when an
+  // address cannot be bound.
+  static absl::StatusOr<std::unique_ptr<ShardServer>> Start(
+      const ShardServerOptions& options);
+  ~ShardServer();
+  ShardServer(const ShardServer&) = delete;
+  ShardServer& operator=(const ShardServer&) = delete;
+
+  // The bound gRPC port.
+  int port() const { return port_; }
+  // The bound metrics port, or -1 when metrics are off.
+  int metrics_port() const;
+  // The host part of options.listen, as given ("127.0.0.1", "[::]").
+  const std::string& listen_host() const { return listen_host_; }
+
+  const ShardMap& shard_map() const;
+  uint32_t shard_index() const;
+  // Bytes the hot tier holds now (pinned + cached).
+  uint64_t hot_bytes() const;
+
+  // Stops accepting calls, lets in-flight calls (and their disk reads)
+  // finish for up to `drain_deadline`, cancels what is left, and stops the
+  // server. Blocks until done. Idempotent.
+  void Shutdown(absl::Duration drain_deadline);
+  // Blocks until Shutdown() has completed (on any thread).
+  void Wait();
+
+ private:
+  ShardServer();
+
+  // Declared in construction order; destroyed in reverse.
+  std::unique_ptr<RowStore> store_;
+  std::unique_ptr<HotTier> hot_tier_;
+  std::shared_ptr<metrics::Registry> registry_;
+  std::unique_ptr<ShardMetrics> metrics_;
+  uint64_t collect_callback_ = 0;
+  std::unique_ptr<StoreService> service_;
+  std::unique_ptr<metrics::Exposer> exposer_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  std::string listen_host_;
+
+  absl::Mutex shutdown_mutex_;
+  bool shut_down_ ABSL_GUARDED_BY(shutdown_mutex_) = false;
+};
+
+// Parses a byte count with an optional binary suffix: "1048576", "512K",
+// "512M", "2G", "1T" (case-insensitive, optional trailing "B" or "iB", so
+// "2GiB" and "2gb" too; K = 1024). InvalidArgument naming the text.
+absl::StatusOr<uint64_t> ParseByteSize(const std::string& text);
+
+}  // namespace engram
+
+#endif  // ENGRAM_SERVICE_SHARD_SERVER_H_

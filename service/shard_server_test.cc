@@ -1,0 +1,475 @@
+// ShardServer end to end, in process: a real table imported into three real
+// RocksDB shards, real gRPC servers on 127.0.0.1, every byte compared with
+// the table file.
+#include "service/shard_server.h"
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "common/table.h"
+#include "common/table_gen.h"
+#include "engram/v1/engram_store.grpc.pb.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "gtest/gtest.h"
+#include "service/testing/server_test_util.h"
+#include "service/wire.h"
+#include "shard/importer.h"
+
+namespace engram {
+namespace {
+
+using ::engram::testing::AllOwnedIds;
+using ::engram::testing::ExpectedRows;
+using ::engram::testing::RandomOwnedIds;
+
+constexpr uint32_t kShards = 3;
+constexpr char kLookup[] = "/engram.v1.EngramStore/Lookup";
+
+class ShardServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    root_ = new testing::TempDir("shard_server_test");
+    GenTableOptions gen;
+    gen.out_dir = root_->path() + "/table";
+    gen.preset = "small";
+    gen.engram_vocab_size = testing::kSmallVocab;
+    gen.table_name = testing::kSmallTableName;
+    gen.version = testing::kSmallTableVersion;
+    ASSERT_TRUE(GenerateTable(gen, nullptr).ok());
+    for (uint32_t i = 0; i < kShards; ++i) {
+      ImportOptions import;
+      import.table_dir = gen.out_dir;
+      import.n_shards = kShards;
+      import.shard_index = i;
+      import.out_dir = ShardDir(i);
+      auto result = ImportShard(import, nullptr);
+      ASSERT_TRUE(result.ok()) << result.status();
+      map_ = new ShardMap(result->map);
+    }
+    auto reader = TableReader::Open(gen.out_dir);
+    ASSERT_TRUE(reader.ok()) << reader.status();
+    table_ = reader->release();
+  }
+  static void TearDownTestSuite() {
+    delete table_;
+    delete map_;
+    delete root_;
+  }
+
+  static std::string ShardDir(uint32_t shard) {
+    return absl::StrCat(root_->path(), "/shard-", shard);
+  }
+  static uint64_t ShardBytes(uint32_t shard) {
+    uint64_t bytes = 0;
+    for (uint32_t l = 0; l < map_->layer_rows.size(); ++l) {
+      bytes += map_->RowsOnShard(l, shard) * map_->row_bytes[l];
+    }
+    return bytes;
+  }
+
+  static std::unique_ptr<ShardServer> Start(ShardServerOptions options) {
+    auto server = ShardServer::Start(options);
+    EXPECT_TRUE(server.ok()) << server.status();
+    return server.ok() ? std::move(*server) : nullptr;
+  }
+  static std::unique_ptr<ShardServer> Start(uint32_t shard, uint64_t budget) {
+    ShardServerOptions options;
+    options.db_dir = ShardDir(shard);
+    options.ram_budget_bytes = budget;
+    options.metrics_port = 0;
+    return Start(options);
+  }
+
+  // One Lookup through the generated stub (protobuf on the client) and the
+  // same through a raw call decoded by the wire codec; both must equal the
+  // table's bytes.
+  static void ExpectLookup(int port, const std::vector<uint32_t>& layers,
+                           const std::vector<std::vector<uint64_t>>& ids) {
+    v1::LookupRequest request;
+    request.set_table(testing::kSmallTableName);
+    std::string expected;
+    std::vector<wire::LayerRowIds> raw_layers;
+    for (size_t i = 0; i < layers.size(); ++i) {
+      v1::LayerRows* l = request.add_layers();
+      l->set_layer(layers[i]);
+      for (uint64_t id : ids[i]) l->add_row_ids(id);
+      expected += ExpectedRows(*table_, layers[i], ids[i]);
+      raw_layers.push_back({layers[i], ids[i]});
+    }
+    auto channel = testing::LocalChannel(port);
+    auto stub = v1::EngramStore::NewStub(channel);
+    grpc::ClientContext context;
+    v1::LookupResponse response;
+    const grpc::Status status = stub->Lookup(&context, request, &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    EXPECT_EQ(response.version(), testing::kSmallTableVersion);
+    ASSERT_EQ(response.rows().size(), expected.size());
+    EXPECT_TRUE(response.rows() == expected) << "protobuf-decoded rows differ";
+
+    grpc::Slice slice = wire::EncodeLookupRequest("", 0, raw_layers);
+    grpc::ByteBuffer raw_response;
+    const grpc::Status raw_status = testing::RawUnaryCall(
+        *channel, kLookup, grpc::ByteBuffer(&slice, 1), &raw_response);
+    ASSERT_TRUE(raw_status.ok()) << raw_status.error_message();
+    std::string rows(expected.size(), '\0');
+    auto version = wire::DecodeLookupResponse(
+        raw_response,
+        {reinterpret_cast<uint8_t*>(rows.data()), rows.size()});
+    ASSERT_TRUE(version.ok()) << version.status();
+    EXPECT_EQ(*version, testing::kSmallTableVersion);
+    EXPECT_TRUE(rows == expected) << "wire-decoded rows differ";
+  }
+
+  static grpc::Status LookupStatus(int port, const v1::LookupRequest& request) {
+    auto stub = v1::EngramStore::NewStub(testing::LocalChannel(port));
+    grpc::ClientContext context;
+    v1::LookupResponse response;
+    grpc::Status status = stub->Lookup(&context, request, &response);
+    if (!status.ok()) {
+      EXPECT_TRUE(response.rows().empty());
+    }
+    return status;
+  }
+
+  static testing::TempDir* root_;
+  static ShardMap* map_;
+  static TableReader* table_;
+};
+
+testing::TempDir* ShardServerTest::root_ = nullptr;
+ShardMap* ShardServerTest::map_ = nullptr;
+TableReader* ShardServerTest::table_ = nullptr;
+
+// Every shard, at hot-tier budgets of 0, 10% and 100% of the shard: all its
+// rows in one request, then random and repeated ids across both layers.
+TEST_F(ShardServerTest, ServesExactBytesAtEveryBudget) {
+  ASSERT_EQ(map_->layer_rows.size(), 2u);
+  std::mt19937_64 rng(42);
+  for (uint32_t shard = 0; shard < kShards; ++shard) {
+    for (int percent : {0, 10, 100}) {
+      SCOPED_TRACE(absl::StrCat("shard ", shard, ", budget ", percent, "%"));
+      const uint64_t budget = ShardBytes(shard) * percent / 100;
+      auto server = Start(shard, budget);
+      ASSERT_NE(server, nullptr);
+      EXPECT_EQ(server->shard_index(), shard);
+      if (percent == 0) {
+        EXPECT_EQ(server->hot_bytes(), 0u);
+      } else if (percent == 100) {
+        EXPECT_EQ(server->hot_bytes(), ShardBytes(shard));
+      }
+      EXPECT_LE(server->hot_bytes(), budget);
+
+      ExpectLookup(server->port(), {0, 1},
+                   {AllOwnedIds(*map_, 0, shard), AllOwnedIds(*map_, 1, shard)});
+      for (int round = 0; round < 5; ++round) {
+        std::vector<uint64_t> a = RandomOwnedIds(*map_, 0, shard, 300, rng);
+        std::vector<uint64_t> b = RandomOwnedIds(*map_, 1, shard, 200, rng);
+        b.insert(b.end(), b.begin(), b.begin() + 50);  // repeats
+        ExpectLookup(server->port(), {1, 0, 1}, {b, a, {b[0], b[0]}});
+      }
+    }
+  }
+}
+
+TEST_F(ShardServerTest, InfoDescribesTheShard) {
+  auto server = Start(1, ShardBytes(1));
+  ASSERT_NE(server, nullptr);
+  auto stub = v1::EngramStore::NewStub(testing::LocalChannel(server->port()));
+  grpc::ClientContext context;
+  v1::InfoResponse info;
+  ASSERT_TRUE(stub->Info(&context, v1::InfoRequest(), &info).ok());
+  EXPECT_EQ(info.table(), testing::kSmallTableName);
+  EXPECT_EQ(info.version(), testing::kSmallTableVersion);
+  EXPECT_EQ(info.shard_index(), 1u);
+  EXPECT_EQ(info.n_shards(), kShards);
+  EXPECT_EQ(std::vector<uint64_t>(info.layer_rows().begin(), info.layer_rows().end()),
+            map_->layer_rows);
+  EXPECT_EQ(std::vector<uint32_t>(info.row_bytes().begin(), info.row_bytes().end()),
+            map_->row_bytes);
+  EXPECT_EQ(info.hot_bytes(), ShardBytes(1));
+}
+
+struct BadCase {
+  std::string name;
+  v1::LookupRequest request;
+  grpc::StatusCode code;
+  std::string message_part;
+};
+
+v1::LookupRequest Request(const std::string& table, uint64_t version,
+                          uint32_t layer, std::vector<uint64_t> ids) {
+  v1::LookupRequest r;
+  r.set_table(table);
+  r.set_version(version);
+  v1::LayerRows* l = r.add_layers();
+  l->set_layer(layer);
+  for (uint64_t id : ids) l->add_row_ids(id);
+  return r;
+}
+
+TEST_F(ShardServerTest, RejectsBadRequestsWithStatusNamingTheValue) {
+  ShardServerOptions options;
+  options.db_dir = ShardDir(2);
+  options.max_rows_per_request = 10;
+  auto server = Start(options);
+  ASSERT_NE(server, nullptr);
+  const uint64_t rows0 = map_->layer_rows[0];
+  const uint64_t past_end = rows0 + 5;
+  const std::vector<BadCase> cases = {
+      {"other table", Request("other", 0, 0, {2}),
+       grpc::StatusCode::FAILED_PRECONDITION, "not \"other\""},
+      {"other version", Request("", testing::kSmallTableVersion + 1, 0, {2}),
+       grpc::StatusCode::FAILED_PRECONDITION,
+       absl::StrCat("not version ", testing::kSmallTableVersion + 1)},
+      {"unknown layer", Request("", 0, 7, {2}), grpc::StatusCode::INVALID_ARGUMENT,
+       "layer 7 does not exist"},
+      {"row past the end", Request("", 0, 0, {2, past_end}),
+       grpc::StatusCode::INVALID_ARGUMENT, absl::StrCat("row id ", past_end)},
+      {"row of another shard", Request("", 0, 1, {2, 4}),
+       grpc::StatusCode::FAILED_PRECONDITION, "row id 4 of layer 1 belongs to shard 1"},
+      {"too many rows", Request("", 0, 0, {2, 5, 8, 11, 14, 17, 20, 23, 26, 29, 32}),
+       grpc::StatusCode::RESOURCE_EXHAUSTED, "limit is 10 rows"},
+  };
+  for (const BadCase& c : cases) {
+    const grpc::Status status = LookupStatus(server->port(), c.request);
+    EXPECT_EQ(status.error_code(), c.code) << c.name << ": " << status.error_message();
+    EXPECT_NE(status.error_message().find(c.message_part), std::string::npos)
+        << c.name << ": " << status.error_message();
+  }
+  // The exact version, version 0, the table name and exactly the limit work.
+  EXPECT_TRUE(LookupStatus(server->port(),
+                           Request(testing::kSmallTableName,
+                                   testing::kSmallTableVersion, 0,
+                                   {2, 5, 8, 11, 14, 17, 20, 23, 26, 29}))
+                  .ok());
+  // So does a request without rows.
+  EXPECT_TRUE(LookupStatus(server->port(), v1::LookupRequest()).ok());
+
+  // Bytes that are not a LookupRequest.
+  grpc::ByteBuffer response;
+  const grpc::Status garbage = testing::RawUnaryCall(
+      *testing::LocalChannel(server->port()), kLookup,
+      testing::ToByteBuffer(std::string("\x1a\x05\x12\x09\x01", 5)), &response);
+  EXPECT_EQ(garbage.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+      << garbage.error_message();
+}
+
+TEST_F(ShardServerTest, RefusesDataThatDoesNotMatchItsShardMap) {
+  testing::TempDir copy("shard_server_mismatch");
+  const std::string dir = copy.path() + "/shard";
+  std::filesystem::copy(ShardDir(0), dir, std::filesystem::copy_options::recursive);
+  ShardMap wrong = *map_;
+  wrong.n_shards = 4;  // shard.json's row counts no longer match
+  ASSERT_TRUE(wrong.Save(dir + "/shard_map.json").ok());
+  ShardServerOptions options;
+  options.db_dir = dir;
+  auto server = ShardServer::Start(options);
+  ASSERT_FALSE(server.ok());
+  EXPECT_NE(server.status().message().find(dir), std::string::npos)
+      << server.status();
+
+  options.db_dir = copy.path() + "/missing";
+  EXPECT_FALSE(ShardServer::Start(options).ok());
+}
+
+// A flipped byte in an SST file: every lookup either fails with DATA_LOSS
+// or returns the right bytes, never wrong bytes; the failures are counted.
+TEST_F(ShardServerTest, CorruptSstIsDataLossNotWrongRows) {
+  testing::TempDir copy("shard_server_corrupt");
+  const std::string dir = copy.path() + "/shard";
+  std::filesystem::copy(ShardDir(0), dir, std::filesystem::copy_options::recursive);
+  std::string sst;
+  for (const auto& entry : std::filesystem::directory_iterator(dir + "/rocksdb")) {
+    if (entry.path().extension() == ".sst") sst = entry.path();
+  }
+  ASSERT_FALSE(sst.empty());
+  {
+    std::fstream f(sst, std::ios::in | std::ios::out | std::ios::binary);
+    const auto size = std::filesystem::file_size(sst);
+    f.seekg(size / 4);
+    char c;
+    f.read(&c, 1);
+    c = static_cast<char>(c ^ 0x5a);
+    f.seekp(size / 4);
+    f.write(&c, 1);
+  }
+  ShardServerOptions options;
+  options.db_dir = dir;
+  options.metrics_port = 0;
+  auto server = Start(options);
+  ASSERT_NE(server, nullptr);
+
+  int data_loss = 0;
+  for (uint32_t layer = 0; layer < 2; ++layer) {
+    const std::vector<uint64_t> all = AllOwnedIds(*map_, layer, 0);
+    for (size_t begin = 0; begin < all.size(); begin += 64) {
+      const std::vector<uint64_t> ids(
+          all.begin() + begin, all.begin() + std::min(all.size(), begin + 64));
+      auto stub = v1::EngramStore::NewStub(testing::LocalChannel(server->port()));
+      grpc::ClientContext context;
+      v1::LookupResponse response;
+      const grpc::Status s =
+          stub->Lookup(&context, Request("", 0, layer, ids), &response);
+      if (s.error_code() == grpc::StatusCode::DATA_LOSS) {
+        ++data_loss;
+        continue;
+      }
+      ASSERT_TRUE(s.ok()) << s.error_message();
+      ASSERT_TRUE(response.rows() == ExpectedRows(*table_, layer, ids));
+    }
+  }
+  EXPECT_GE(data_loss, 1);
+  auto page = testing::HttpGet(server->metrics_port(), "/metrics");
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_EQ(testing::MetricValue(*page, "engram_shard_data_loss_total"), data_loss);
+  EXPECT_EQ(testing::MetricValue(
+                *page, "engram_shard_requests_total{code=\"DATA_LOSS\",method=\"Lookup\"}"),
+            data_loss);
+}
+
+TEST_F(ShardServerTest, ConcurrentClientsGetExactBytes) {
+  auto server = Start(1, ShardBytes(1) / 10);
+  ASSERT_NE(server, nullptr);
+  std::vector<std::thread> clients;
+  for (int t = 0; t < 4; ++t) {
+    clients.emplace_back([&, t] {
+      std::mt19937_64 rng(t);
+      for (int i = 0; i < 25; ++i) {
+        ExpectLookup(server->port(), {0, 1},
+                     {RandomOwnedIds(*map_, 0, 1, 100, rng),
+                      RandomOwnedIds(*map_, 1, 1, 100, rng)});
+      }
+    });
+  }
+  for (std::thread& c : clients) c.join();
+}
+
+TEST_F(ShardServerTest, MetricsCountRowsByTier) {
+  auto server = Start(0, ShardBytes(0));  // everything pinned
+  ASSERT_NE(server, nullptr);
+  std::mt19937_64 rng(1);
+  const std::vector<uint64_t> ids = RandomOwnedIds(*map_, 1, 0, 123, rng);
+  ExpectLookup(server->port(), {1}, {ids});  // two calls: stub and raw
+  auto page = testing::HttpGet(server->metrics_port(), "/metrics");
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_EQ(testing::MetricValue(*page, "engram_shard_rows_total{layer=\"1\",tier=\"pinned\"}"),
+            2 * 123);
+  EXPECT_EQ(testing::MetricValue(*page, "engram_shard_rows_total{layer=\"1\",tier=\"disk\"}"), 0);
+  EXPECT_EQ(testing::MetricValue(*page, "engram_shard_bytes_total{layer=\"1\"}"),
+            2 * 123 * map_->row_bytes[1]);
+  EXPECT_EQ(testing::MetricValue(*page, "engram_shard_requests_total{code=\"OK\",method=\"Lookup\"}"),
+            2);
+  EXPECT_EQ(testing::MetricValue(*page, "engram_shard_hot_tier_bytes{part=\"pinned\"}"),
+            ShardBytes(0));
+  EXPECT_EQ(testing::MetricValue(*page, "engram_shard_inflight_requests"), 0);
+  EXPECT_NE(page->find("engram_shard_request_duration_seconds_bucket"), std::string::npos);
+  EXPECT_NE(page->find("engram_shard_rocksdb_"), std::string::npos);
+}
+
+TEST_F(ShardServerTest, HealthServiceReportsServing) {
+  auto server = Start(0, 0);
+  ASSERT_NE(server, nullptr);
+  auto channel = testing::LocalChannel(server->port());
+  for (const std::string service : {"", "engram.v1.EngramStore"}) {
+    // HealthCheckRequest{service}; the reply HealthCheckResponse{SERVING=1}.
+    std::string request;
+    if (!service.empty()) request = absl::StrCat("\x0a", std::string(1, service.size()), service);
+    grpc::ByteBuffer response;
+    const grpc::Status s = testing::RawUnaryCall(
+        *channel, "/grpc.health.v1.Health/Check", testing::ToByteBuffer(request),
+        &response);
+    ASSERT_TRUE(s.ok()) << service << ": " << s.error_message();
+    EXPECT_EQ(testing::ToString(response), std::string("\x08\x01", 2));
+  }
+}
+
+// Calls that the server has accepted when Shutdown starts all complete.
+TEST_F(ShardServerTest, ShutdownDrainsInFlightCalls) {
+  auto server = Start(2, 0);  // every row from disk: slow calls
+  ASSERT_NE(server, nullptr);
+  const int port = server->port();
+  const int metrics_port = server->metrics_port();
+  std::mt19937_64 rng(9);
+  const std::vector<uint64_t> ids = RandomOwnedIds(*map_, 0, 2, 60000, rng);
+  const std::string expected = ExpectedRows(*table_, 0, ids);
+  const wire::LayerRowIds layer{0, ids};
+  grpc::Slice request = wire::EncodeLookupRequest("", 0, {&layer, 1});
+
+  constexpr int kCalls = 12;
+  auto channel = testing::LocalChannel(port);
+  grpc::GenericStub stub(channel);
+  struct Pending {
+    grpc::ClientContext context;
+    grpc::ByteBuffer response;
+    grpc::Status status;
+    absl::Notification done;
+  };
+  std::vector<std::unique_ptr<Pending>> calls;
+  const grpc::ByteBuffer request_buffer(&request, 1);
+  for (int i = 0; i < kCalls; ++i) {
+    calls.push_back(std::make_unique<Pending>());
+    Pending* p = calls.back().get();
+    stub.UnaryCall(&p->context, kLookup, grpc::StubOptions(), &request_buffer,
+                   &p->response, [p](grpc::Status s) {
+                     p->status = std::move(s);
+                     p->done.Notify();
+                   });
+  }
+  // Wait until the server holds several of them.
+  double inflight = 0;
+  for (int i = 0; i < 2000 && inflight < kCalls / 2; ++i) {
+    auto page = testing::HttpGet(metrics_port, "/metrics");
+    ASSERT_TRUE(page.ok());
+    inflight = testing::MetricValue(*page, "engram_shard_inflight_requests").value_or(0);
+  }
+  EXPECT_GE(inflight, kCalls / 2) << "calls finished too fast to test a drain";
+  server->Shutdown(absl::Seconds(30));
+  std::string rows(expected.size(), '\0');
+  for (auto& p : calls) {
+    p->done.WaitForNotification();
+    ASSERT_TRUE(p->status.ok()) << p->status.error_message();
+    ASSERT_TRUE(wire::DecodeLookupResponse(
+                    p->response, {reinterpret_cast<uint8_t*>(rows.data()), rows.size()})
+                    .ok());
+    EXPECT_TRUE(rows == expected);
+  }
+}
+
+TEST(ParseByteSize, SuffixesAndErrors) {
+  EXPECT_EQ(*ParseByteSize("0"), 0u);
+  EXPECT_EQ(*ParseByteSize("1048576"), 1048576u);
+  EXPECT_EQ(*ParseByteSize("512K"), 512u << 10);
+  EXPECT_EQ(*ParseByteSize("512M"), 512u << 20);
+  EXPECT_EQ(*ParseByteSize("2G"), uint64_t{2} << 30);
+  EXPECT_EQ(*ParseByteSize("2gib"), uint64_t{2} << 30);
+  EXPECT_EQ(*ParseByteSize("3GB"), uint64_t{3} << 30);
+  EXPECT_EQ(*ParseByteSize("1T"), uint64_t{1} << 40);
+  for (const char* bad : {"", "G", "-1", "+5", "1.5G", "12Q", "99999999999T", "1 G"}) {
+    EXPECT_EQ(ParseByteSize(bad).status().code(), absl::StatusCode::kInvalidArgument)
+        << bad;
+  }
+}
+
+TEST(ShardServerOptions, ValidateNamesTheBadField) {
+  ShardServerOptions options;
+  EXPECT_NE(options.Validate().message().find("db_dir"), std::string::npos);
+  options.db_dir = "/x";
+  EXPECT_TRUE(options.Validate().ok());
+  options.threads = 0;
+  EXPECT_NE(options.Validate().message().find("threads"), std::string::npos);
+  options.threads = 4;
+  options.max_rows_per_request = 0;
+  EXPECT_NE(options.Validate().message().find("max rows"), std::string::npos);
+  options.max_rows_per_request = 10;
+  options.listen = "nocolon";
+  EXPECT_NE(options.Validate().message().find("nocolon"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace engram

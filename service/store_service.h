@@ -1,0 +1,80 @@
+// StoreService: the engram.v1.EngramStore implementation of a shard server
+// (internal to service/; ShardServer is the public face).
+//
+// Lookup is a raw callback method: the request arrives as a ByteBuffer and
+// is parsed by the hand codec (service/wire.h) into a pooled id array; the
+// response is one slice of exactly the response's size, framed as a
+// LookupResponse, into which rows are copied straight from the hot tier or
+// RocksDB. Hot-tier hits are copied on the gRPC thread; misses go to
+// RowStore::ReadRowsAsync and the call finishes from the read's completion,
+// so one request's disk reads never hold up another request's hot hits.
+//
+// Every request is validated completely before any row is touched; a bad
+// request gets a status naming the bad value and never partial rows.
+//
+// Thread-safe: gRPC calls the handlers concurrently. The store, the tier and
+// the metrics must outlive the service, and the gRPC server must be shut
+// down (which waits for in-flight calls, including their disk reads) before
+// the service is destroyed.
+#ifndef ENGRAM_SERVICE_STORE_SERVICE_H_
+#define ENGRAM_SERVICE_STORE_SERVICE_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "engram/v1/engram_store.grpc.pb.h"
+#include "service/shard_metrics.h"
+#include "service/wire.h"
+#include "shard/hot_tier.h"
+#include "shard/row_store.h"
+
+namespace engram {
+
+class StoreService final
+    : public v1::EngramStore::WithRawCallbackMethod_Lookup<
+          v1::EngramStore::WithCallbackMethod_Info<v1::EngramStore::Service>> {
+ public:
+  // REQUIRES: store, hot_tier and metrics outlive the service.
+  StoreService(RowStore& store, HotTier& hot_tier, ShardMetrics& metrics,
+               uint32_t max_rows_per_request);
+  ~StoreService() override;
+
+  grpc::ServerUnaryReactor* Lookup(grpc::CallbackServerContext* context,
+                                   const grpc::ByteBuffer* request,
+                                   grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* Info(grpc::CallbackServerContext* context,
+                                 const v1::InfoRequest* request,
+                                 v1::InfoResponse* response) override;
+
+  // Checks a parsed request against what this shard serves (table, version,
+  // layers, row ranges, row ownership). Public for tests.
+  absl::Status Validate(const wire::LookupQuery& query) const;
+
+ private:
+  struct Call;  // the state of one Lookup, pooled
+
+  std::unique_ptr<Call> NewCall();
+  void RecycleCall(std::unique_ptr<Call> call);
+  // Copies hot rows into the call's response and lists the misses.
+  void Gather(Call& call);
+  // Sends the response (status OK) or `status`; recycles the call.
+  void Finish(std::unique_ptr<Call> call, const absl::Status& status);
+
+  RowStore& store_;
+  HotTier& hot_tier_;
+  ShardMetrics& metrics_;
+  const ShardMap& map_;
+  const uint32_t shard_index_;
+  const uint32_t max_rows_per_request_;
+
+  absl::Mutex pool_mutex_;
+  std::vector<std::unique_ptr<Call>> pool_ ABSL_GUARDED_BY(pool_mutex_);
+};
+
+}  // namespace engram
+
+#endif  // ENGRAM_SERVICE_STORE_SERVICE_H_

@@ -1,0 +1,110 @@
+// Helpers for tests that drive real shard servers: temporary directories,
+// the small synthetic table, raw gRPC calls, HTTP scrapes and child
+// processes. Test-only (library engram_server_testing).
+#ifndef ENGRAM_SERVICE_TESTING_SERVER_TEST_UTIL_H_
+#define ENGRAM_SERVICE_TESTING_SERVER_TEST_UTIL_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/table.h"
+#include "grpcpp/grpcpp.h"
+#include "shard/shard_map.h"
+
+namespace engram::testing {
+
+// A fresh directory under $TEST_TMPDIR (or /tmp), removed with everything in
+// it when destroyed.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& prefix);
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// The small table the server tests use: preset "small" (two Engram layers,
+// 66-byte rows) with engram_vocab_size 300, a few thousand rows per layer.
+inline constexpr int64_t kSmallVocab = 300;
+inline constexpr char kSmallTableName[] = "engram-test";
+inline constexpr uint64_t kSmallTableVersion = 3;
+
+// A channel to 127.0.0.1:port that accepts responses of any size.
+std::shared_ptr<grpc::Channel> LocalChannel(int port);
+
+// A blocking unary call with raw request and response bytes.
+grpc::Status RawUnaryCall(grpc::Channel& channel, const std::string& method,
+                          const grpc::ByteBuffer& request,
+                          grpc::ByteBuffer* response,
+                          absl::Duration timeout = absl::Seconds(60));
+grpc::ByteBuffer ToByteBuffer(const std::string& bytes);
+std::string ToString(const grpc::ByteBuffer& buffer);
+
+// GET http://127.0.0.1:<port><path>; the body of a 200 response.
+absl::StatusOr<std::string> HttpGet(int port, const std::string& path);
+// The value of the first sample line of `metric` (name plus labels exactly
+// as written, e.g. `engram_shard_rows_total{layer="0",tier="disk"}`) in a
+// Prometheus text page, or nullopt.
+std::optional<double> MetricValue(const std::string& page,
+                                  const std::string& metric);
+
+// `n` ids of `layer` owned by `shard`, uniform with repeats.
+std::vector<uint64_t> RandomOwnedIds(const ShardMap& map, uint32_t layer,
+                                     uint32_t shard, size_t n,
+                                     std::mt19937_64& rng);
+// Every id of `layer` owned by `shard`, ascending.
+std::vector<uint64_t> AllOwnedIds(const ShardMap& map, uint32_t layer,
+                                  uint32_t shard);
+// The stored bytes of `ids` of `layer`, concatenated, read from the table.
+std::string ExpectedRows(const TableReader& table, uint32_t layer,
+                         const std::vector<uint64_t>& ids);
+
+// A child process (posix_spawn) with its stdout on a pipe.
+class ChildProcess {
+ public:
+  static absl::StatusOr<std::unique_ptr<ChildProcess>> Spawn(
+      const std::vector<std::string>& argv);
+  ~ChildProcess();  // SIGKILLs the child if it still runs
+
+  pid_t pid() const { return pid_; }
+  // The next line of the child's stdout (without '\n'); DeadlineExceeded
+  // after `timeout`, OutOfRange at end of output.
+  absl::StatusOr<std::string> ReadLine(absl::Duration timeout);
+  void Signal(int sig);
+  // Waits for the child to exit (once); its raw wait status.
+  int Wait();
+
+ private:
+  ChildProcess(pid_t pid, int stdout_fd) : pid_(pid), stdout_fd_(stdout_fd) {}
+  pid_t pid_;
+  int stdout_fd_;
+  bool reaped_ = false;
+  int wait_status_ = 0;
+  std::string buffered_;
+};
+
+// Runs argv to completion; its exit code, or an error when it could not be
+// started or was killed by a signal. stdin / stderr are redirected from / to
+// the given files when non-empty; otherwise they are this process's.
+absl::StatusOr<int> RunCommand(const std::vector<std::string>& argv,
+                               const std::string& stdin_path = "",
+                               const std::string& stderr_path = "");
+// The contents of a file ("" if it cannot be read).
+std::string ReadFile(const std::string& path);
+
+}  // namespace engram::testing
+
+#endif  // ENGRAM_SERVICE_TESTING_SERVER_TEST_UTIL_H_

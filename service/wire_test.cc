@@ -1,0 +1,351 @@
+// The hand codec against protobuf's own serializer and parser.
+#include "service/wire.h"
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engram/v1/engram_store.pb.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "gtest/gtest.h"
+
+namespace engram::wire {
+namespace {
+
+using Layers = std::vector<std::pair<uint32_t, std::vector<uint64_t>>>;
+
+// A request in a form both codecs can be compared in.
+struct Flat {
+  std::string table;
+  uint64_t version = 0;
+  Layers layers;
+  bool operator==(const Flat&) const = default;
+};
+
+Flat FromProto(const v1::LookupRequest& request) {
+  Flat flat{request.table(), request.version(), {}};
+  for (const v1::LayerRows& l : request.layers()) {
+    flat.layers.emplace_back(
+        l.layer(), std::vector<uint64_t>(l.row_ids().begin(), l.row_ids().end()));
+  }
+  return flat;
+}
+
+Flat FromQuery(const LookupQuery& query) {
+  Flat flat{query.table, query.version, {}};
+  for (const LayerRange& l : query.layers) {
+    flat.layers.emplace_back(
+        l.layer, std::vector<uint64_t>(query.ids.begin() + l.begin,
+                                       query.ids.begin() + l.begin + l.count));
+  }
+  return flat;
+}
+
+v1::LookupRequest ToProto(const Flat& flat) {
+  v1::LookupRequest request;
+  request.set_table(flat.table);
+  request.set_version(flat.version);
+  for (const auto& [layer, ids] : flat.layers) {
+    v1::LayerRows* l = request.add_layers();
+    l->set_layer(layer);
+    for (uint64_t id : ids) l->add_row_ids(id);
+  }
+  return request;
+}
+
+std::span<const uint8_t> Bytes(const std::string& s) {
+  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
+}
+
+std::string SliceString(const grpc::Slice& slice) {
+  return std::string(reinterpret_cast<const char*>(slice.begin()), slice.size());
+}
+
+// `bytes` as a ByteBuffer cut at the given offsets (one slice per piece).
+grpc::ByteBuffer Split(const std::string& bytes, std::vector<size_t> cuts) {
+  std::vector<grpc::Slice> slices;
+  size_t from = 0;
+  cuts.push_back(bytes.size());
+  for (size_t cut : cuts) {
+    slices.emplace_back(bytes.data() + from, cut - from);
+    from = cut;
+  }
+  return grpc::ByteBuffer(slices.data(), slices.size());
+}
+
+std::vector<Flat> SampleRequests() {
+  std::mt19937_64 rng(7);
+  std::vector<uint64_t> many(5000);
+  for (uint64_t& id : many) id = rng() >> (rng() % 64);
+  return {
+      Flat{},
+      Flat{"t", 0, {}},
+      Flat{"", 3, {{0, {}}}},
+      Flat{"engram-synthetic", 1, {{0, {0, 1, 127, 128, 16383, 16384}}}},
+      Flat{"x", ~uint64_t{0}, {{7, {~uint64_t{0}, 0}}, {0, {5}}, {7, {9}}}},
+      Flat{std::string(300, 'n'), 2, {{1, many}, {2, {}}, {3, many}}},
+  };
+}
+
+constexpr size_t kNoLimit = ~size_t{0};
+
+TEST(WireRequest, EncodeMatchesProtobufSerializer) {
+  for (const Flat& flat : SampleRequests()) {
+    std::vector<LayerRowIds> layers;
+    for (const auto& [layer, ids] : flat.layers) layers.push_back({layer, ids});
+    const grpc::Slice slice =
+        EncodeLookupRequest(flat.table, flat.version, layers);
+    EXPECT_EQ(SliceString(slice), ToProto(flat).SerializeAsString());
+  }
+}
+
+TEST(WireRequest, ParsesProtobufSerialization) {
+  LookupQuery query;
+  for (const Flat& flat : SampleRequests()) {
+    const std::string bytes = ToProto(flat).SerializeAsString();
+    ASSERT_TRUE(ParseLookupRequest(Bytes(bytes), kNoLimit, &query).ok());
+    EXPECT_EQ(FromQuery(query), flat);
+    // The same through a ByteBuffer cut into three slices.
+    const grpc::ByteBuffer buffer = Split(bytes, {bytes.size() / 3, bytes.size() / 2});
+    ASSERT_TRUE(ParseLookupRequest(buffer, kNoLimit, &query).ok());
+    EXPECT_EQ(FromQuery(query), flat);
+  }
+}
+
+TEST(WireRequest, ParsesEverySliceBoundary) {
+  const std::string bytes =
+      ToProto(Flat{"table", 300, {{1, {1, 300, ~uint64_t{0}}}, {2, {77}}}})
+          .SerializeAsString();
+  LookupQuery query;
+  for (size_t a = 0; a <= bytes.size(); ++a) {
+    for (size_t b = a; b <= bytes.size(); ++b) {
+      ASSERT_TRUE(ParseLookupRequest(Split(bytes, {a, b}), kNoLimit, &query).ok())
+          << a << "," << b;
+      ASSERT_EQ(ToProto(FromQuery(query)).SerializeAsString(), bytes);
+    }
+  }
+}
+
+// Encodes with protobuf's CodedOutputStream, for forms its serializer never
+// writes (unpacked ids, unknown fields, repeated scalars).
+class RawWriter {
+ public:
+  RawWriter() : out_(&string_out_) {}
+  RawWriter& Varint(uint32_t field, uint64_t v) {
+    Tag(field, 0);
+    out_.WriteVarint64(v);
+    return *this;
+  }
+  RawWriter& Fixed64(uint32_t field, uint64_t v) {
+    Tag(field, 1);
+    out_.WriteLittleEndian64(v);
+    return *this;
+  }
+  RawWriter& Fixed32(uint32_t field, uint32_t v) {
+    Tag(field, 5);
+    out_.WriteLittleEndian32(v);
+    return *this;
+  }
+  RawWriter& Bytes(uint32_t field, const std::string& v) {
+    Tag(field, 2);
+    out_.WriteVarint32(static_cast<uint32_t>(v.size()));
+    out_.WriteString(v);
+    return *this;
+  }
+  RawWriter& Group(uint32_t field, const std::string& body) {
+    Tag(field, 3);
+    out_.WriteString(body);
+    Tag(field, 4);
+    return *this;
+  }
+  std::string Done() {
+    out_.Trim();
+    return buffer_;
+  }
+
+ private:
+  void Tag(uint32_t field, uint32_t wire_type) { out_.WriteTag(field << 3 | wire_type); }
+  std::string buffer_;
+  google::protobuf::io::StringOutputStream string_out_{&buffer_};
+  google::protobuf::io::CodedOutputStream out_;
+};
+
+TEST(WireRequest, AcceptsWhatProtobufAccepts) {
+  const std::string unknown_group = RawWriter().Varint(1, 5).Bytes(2, "zz").Done();
+  const std::string layer_a = RawWriter()
+                                  .Varint(2, 11)  // unpacked id
+                                  .Fixed32(9, 1)
+                                  .Bytes(2, RawWriter().Done())  // empty packed
+                                  .Varint(1, 4)
+                                  .Varint(2, 12)
+                                  .Group(15, unknown_group)
+                                  .Varint(1, (uint64_t{1} << 33) | 6)  // truncates
+                                  .Done();
+  const std::string request = RawWriter()
+                                  .Varint(2, 9)
+                                  .Bytes(1, "old")
+                                  .Bytes(3, layer_a)
+                                  .Fixed64(100, 42)
+                                  .Bytes(1, "new")  // last one wins
+                                  .Varint(2, 10)
+                                  .Bytes(77, "unknown")
+                                  .Bytes(3, "")
+                                  .Group(5, "")
+                                  .Done();
+  v1::LookupRequest proto;
+  ASSERT_TRUE(proto.ParseFromString(request));
+  LookupQuery query;
+  ASSERT_TRUE(ParseLookupRequest(Bytes(request), kNoLimit, &query).ok());
+  EXPECT_EQ(FromQuery(query), FromProto(proto));
+  EXPECT_EQ(FromQuery(query), (Flat{"new", 10, {{6, {11, 12}}, {0, {}}}}));
+}
+
+// Every prefix: our parser fails exactly when protobuf's does, and agrees
+// with it when both succeed.
+TEST(WireRequest, TruncatedInputMatchesProtobuf) {
+  const std::string unknown = RawWriter().Fixed64(20, 1).Group(21, "").Done();
+  const std::string bytes =
+      ToProto(Flat{"tbl", 1234567, {{3, {1, 200, 70000}}, {4, {1ull << 60}}}})
+          .SerializeAsString() +
+      unknown;
+  LookupQuery query;
+  int failures = 0;
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    const std::string prefix = bytes.substr(0, n);
+    v1::LookupRequest proto;
+    const bool proto_ok = proto.ParseFromString(prefix);
+    const absl::Status ours = ParseLookupRequest(Bytes(prefix), kNoLimit, &query);
+    ASSERT_EQ(ours.ok(), proto_ok) << "prefix " << n << ": " << ours;
+    if (proto_ok) {
+      EXPECT_EQ(FromQuery(query), FromProto(proto));
+    } else {
+      EXPECT_EQ(ours.code(), absl::StatusCode::kInvalidArgument);
+      ++failures;
+    }
+  }
+  EXPECT_GT(failures, 10);
+}
+
+TEST(WireRequest, RejectsMalformedInput) {
+  LookupQuery query;
+  for (const std::string& bad : {
+           std::string("\x00", 1),                         // field number 0
+           std::string("\x0f"),                            // wire type 7
+           std::string("\x0c"),                            // stray end group
+           std::string("\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01"),  // 11-byte varint
+           std::string("\x1a\x05\x12\x09\x01\x02\x03"),    // packed ids past entry
+           std::string("\x0a\x7f" "abc"),                  // table past the end
+           std::string("\x0b\x10\x01"),                    // unterminated group
+       }) {
+    v1::LookupRequest proto;
+    EXPECT_FALSE(proto.ParseFromString(bad));
+    const absl::Status s = ParseLookupRequest(Bytes(bad), kNoLimit, &query);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  }
+}
+
+TEST(WireRequest, RowLimit) {
+  const std::string bytes =
+      ToProto(Flat{"", 0, {{0, {1, 2, 3}}, {1, {4, 5}}}}).SerializeAsString();
+  LookupQuery query;
+  EXPECT_TRUE(ParseLookupRequest(Bytes(bytes), 5, &query).ok());
+  EXPECT_EQ(query.ids.size(), 5u);
+  const absl::Status s = ParseLookupRequest(Bytes(bytes), 4, &query);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_NE(s.message().find("more than 4 row ids"), std::string::npos) << s;
+}
+
+std::string Pattern(size_t n) {
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>(i * 131 + 7);
+  return s;
+}
+
+TEST(WireResponse, NewResponseMatchesProtobufSerializer) {
+  for (uint64_t version : {uint64_t{0}, uint64_t{1}, uint64_t{1} << 40}) {
+    for (size_t n : {size_t{0}, size_t{1}, size_t{127}, size_t{128}, size_t{264 * 1000}}) {
+      uint8_t* rows = nullptr;
+      grpc::Slice slice = NewLookupResponse(version, n, &rows);
+      const std::string pattern = Pattern(n);
+      if (n > 0) std::memcpy(rows, pattern.data(), n);
+      EXPECT_EQ(slice.size(), LookupResponseSize(version, n));
+
+      v1::LookupResponse proto;
+      proto.set_version(version);
+      proto.set_rows(pattern);
+      EXPECT_EQ(SliceString(slice), proto.SerializeAsString()) << version << " " << n;
+    }
+  }
+}
+
+TEST(WireResponse, DecodesProtobufSerializationAcrossSlices) {
+  v1::LookupResponse proto;
+  proto.set_version(77);
+  proto.set_rows(Pattern(500));
+  const std::string bytes = proto.SerializeAsString();
+  std::string out(500, '\0');
+  std::span<uint8_t> dst(reinterpret_cast<uint8_t*>(out.data()), out.size());
+  for (size_t a = 0; a <= bytes.size(); a += 7) {
+    for (size_t b = a; b <= bytes.size(); b += 5) {
+      std::fill(out.begin(), out.end(), '\0');
+      absl::StatusOr<uint64_t> version = DecodeLookupResponse(Split(bytes, {a, b}), dst);
+      ASSERT_TRUE(version.ok()) << version.status();
+      EXPECT_EQ(*version, 77u);
+      ASSERT_EQ(out, proto.rows()) << a << "," << b;
+    }
+  }
+}
+
+TEST(WireResponse, SkipsUnknownFieldsAndLastRowsWins) {
+  const std::string bytes = RawWriter()
+                                .Bytes(2, "first")
+                                .Fixed32(3, 9)
+                                .Varint(1, 5)
+                                .Group(8, RawWriter().Varint(1, 1).Done())
+                                .Bytes(2, "second")
+                                .Bytes(99, "x")
+                                .Done();
+  v1::LookupResponse proto;
+  ASSERT_TRUE(proto.ParseFromString(bytes));
+  std::string out(proto.rows().size(), '\0');
+  absl::StatusOr<uint64_t> version = DecodeLookupResponse(
+      Bytes(bytes), {reinterpret_cast<uint8_t*>(out.data()), out.size()});
+  ASSERT_TRUE(version.ok()) << version.status();
+  EXPECT_EQ(*version, proto.version());
+  EXPECT_EQ(out, proto.rows());
+  EXPECT_EQ(out, "second");
+}
+
+TEST(WireResponse, WrongRowSizeAndTruncationAreErrors) {
+  v1::LookupResponse proto;
+  proto.set_version(3);
+  proto.set_rows(Pattern(300));
+  const std::string bytes = proto.SerializeAsString();
+  std::string out(300, '\0');
+  std::span<uint8_t> dst(reinterpret_cast<uint8_t*>(out.data()), out.size());
+
+  std::string small(299, '\0');
+  const absl::Status wrong = DecodeLookupResponse(
+      Bytes(bytes), {reinterpret_cast<uint8_t*>(small.data()), small.size()})
+                                 .status();
+  EXPECT_EQ(wrong.code(), absl::StatusCode::kInternal);
+  EXPECT_NE(wrong.message().find("300 row bytes, expected 299"), std::string::npos)
+      << wrong;
+
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    const absl::Status s =
+        DecodeLookupResponse(Bytes(bytes.substr(0, n)), dst).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << "prefix " << n;
+  }
+  for (const std::string& bad : {std::string("\x00", 1), std::string("\x12\x05" "ab"),
+                                 std::string("\x08\x80")}) {
+    EXPECT_EQ(DecodeLookupResponse(Bytes(bad), dst).status().code(),
+              absl::StatusCode::kInternal);
+  }
+}
+
+}  // namespace
+}  // namespace engram::wire

@@ -1,0 +1,136 @@
+#include "shard/hot_tier.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "shard/admission_cache.h"
+#include "shard/hot_profile.h"
+#include "shard/key_index.h"
+
+namespace engram {
+namespace {
+
+// Rows read from the store per ReadRows call while pinning.
+constexpr size_t kLoadBatch = 4096;
+
+class HotTierImpl final : public HotTier {
+ public:
+  HotTierImpl(const ShardMap& map, uint64_t budget, uint32_t stride,
+              uint64_t pinned_rows)
+      : row_bytes_(map.row_bytes),
+        budget_(budget),
+        stride_(stride),
+        index_(pinned_rows),
+        pinned_rows_(pinned_rows) {
+    if (pinned_rows > 0) arena_.reset(new uint8_t[pinned_rows * stride]);
+  }
+
+  // Pins `keys` (in slot order), reading their rows from `store`.
+  absl::Status Pin(RowStore& store, const std::vector<uint64_t>& keys) {
+    std::vector<RowRef> refs;
+    refs.reserve(std::min(keys.size(), kLoadBatch));
+    for (size_t first = 0; first < keys.size(); first += kLoadBatch) {
+      refs.clear();
+      const size_t end = std::min(keys.size(), first + kLoadBatch);
+      for (size_t i = first; i < end; ++i) {
+        refs.push_back({static_cast<uint32_t>(keys[i] >> 48),
+                        keys[i] & (kMaxShardRowId - 1),
+                        arena_.get() + i * stride_});
+      }
+      if (auto s = store.ReadRows(refs); !s.ok()) return s;
+      for (size_t i = first; i < end; ++i) {
+        index_.Insert(keys[i], static_cast<uint32_t>(i));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  void StartCache(uint64_t cache_bytes) {
+    AdmissionCacheOptions o;
+    o.slots = cache_bytes / stride_;
+    o.slot_bytes = stride_;
+    cache_ = std::make_unique<AdmissionCache>(o);
+  }
+
+  HotResult Lookup(uint32_t layer, uint64_t row, uint8_t* dst) override {
+    if (layer >= row_bytes_.size()) return HotResult::kMiss;
+    const uint64_t key = ShardKey(layer, row);
+    const uint32_t n = row_bytes_[layer];
+    if (pinned_rows_ > 0) {
+      const uint32_t slot = index_.Find(key);
+      if (slot != KeySlotIndex::kNoSlot) {
+        std::memcpy(dst, arena_.get() + uint64_t{slot} * stride_, n);
+        return HotResult::kPinned;
+      }
+    }
+    if (cache_ != nullptr && cache_->Lookup(key, dst, n)) return HotResult::kCached;
+    return HotResult::kMiss;
+  }
+
+  void Admit(uint32_t layer, uint64_t row, const uint8_t* data) override {
+    if (cache_ == nullptr || layer >= row_bytes_.size()) return;
+    cache_->Admit(ShardKey(layer, row), data, row_bytes_[layer]);
+  }
+
+  uint64_t pinned_bytes() const override { return pinned_rows_ * stride_; }
+  uint64_t cached_bytes() const override {
+    return cache_ == nullptr ? 0 : cache_->resident_bytes();
+  }
+  uint64_t budget_bytes() const override { return budget_; }
+
+ private:
+  const std::vector<uint32_t> row_bytes_;
+  const uint64_t budget_;
+  const uint32_t stride_;
+  // Immutable after Build: lock-free reads.
+  std::unique_ptr<uint8_t[]> arena_;
+  KeySlotIndex index_;
+  const uint64_t pinned_rows_;
+  std::unique_ptr<AdmissionCache> cache_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<HotTier>> HotTier::Build(
+    RowStore& store, const HotTierOptions& options) {
+  const ShardMap& map = store.shard_map();
+  const uint32_t shard = store.shard_index();
+  const uint32_t stride = *std::max_element(map.row_bytes.begin(), map.row_bytes.end());
+  uint64_t shard_rows = 0;
+  for (uint32_t l = 0; l < map.layer_rows.size(); ++l) {
+    shard_rows += map.RowsOnShard(l, shard);
+  }
+  const uint64_t budget = options.budget_bytes;
+
+  // The keys to pin, in slot order.
+  std::vector<uint64_t> keys;
+  if (budget > 0 && budget / stride >= shard_rows) {
+    keys.reserve(shard_rows);
+    for (uint32_t l = 0; l < map.layer_rows.size(); ++l) {
+      for (uint64_t r = shard; r < map.layer_rows[l]; r += map.n_shards) {
+        keys.push_back(ShardKey(l, r));
+      }
+    }
+  } else if (budget > 0 && !options.profile_path.empty()) {
+    absl::StatusOr<std::vector<HotProfileEntry>> profile =
+        ReadHotProfile(options.profile_path, map, shard);
+    if (!profile.ok()) return profile.status();
+    const uint64_t pin_rows =
+        (budget - budget * kHotTierCacheSharePercent / 100) / stride;
+    keys.reserve(std::min<uint64_t>(pin_rows, profile->size()));
+    for (const HotProfileEntry& e : *profile) {
+      if (keys.size() >= pin_rows) break;
+      keys.push_back(ShardKey(e.layer, e.row));
+    }
+  }
+  auto tier = std::make_unique<HotTierImpl>(map, budget, stride, keys.size());
+  if (auto s = tier->Pin(store, keys); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("loading the hot tier: ", s.message()));
+  }
+  tier->StartCache(budget - keys.size() * stride);
+  return std::unique_ptr<HotTier>(std::move(tier));
+}
+
+}  // namespace engram

@@ -1,0 +1,60 @@
+// HotTier: the RAM tier of a shard server.
+//
+// Two parts share one byte budget: rows pinned from the hot-row profile
+// (most frequent first) in one contiguous arena with an open-addressing
+// index, and a frequency-based admission cache for the rest of the budget,
+// fed with rows read from disk. Lookups never touch RocksDB and never
+// allocate. See docs/architecture.md for the admission policy and its
+// measured effect.
+#ifndef ENGRAM_SHARD_HOT_TIER_H_
+#define ENGRAM_SHARD_HOT_TIER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "shard/row_store.h"
+
+namespace engram {
+
+// With a profile, this share of the budget stays with the admission cache
+// (rows the profile did not foresee); the rest is pinned, most frequent
+// first.
+inline constexpr uint64_t kHotTierCacheSharePercent = 20;
+
+struct HotTierOptions {
+  // Total RAM for rows (pinned + admission cache), in bytes. 0 = no hot tier.
+  uint64_t budget_bytes = 0;
+  // Optional hot-row profile (written by `engramctl import --profile-trace`);
+  // empty = no pinned rows, the whole budget is the admission cache. When the
+  // budget covers the whole shard, every row is pinned regardless (and the
+  // profile is not read). A named profile that cannot be read is an error.
+  std::string profile_path;
+};
+
+enum class HotResult { kMiss, kPinned, kCached };
+
+// Thread-safe: Lookup and Admit may be called concurrently from any thread.
+class HotTier {
+ public:
+  // Loads pinned rows from `store` (batched ReadRows; for a full-shard
+  // budget every row in key order). REQUIRES: store outlives the tier.
+  static absl::StatusOr<std::unique_ptr<HotTier>> Build(
+      RowStore& store, const HotTierOptions& options);
+  virtual ~HotTier() = default;
+
+  // Copies the row into dst (row_bytes of its layer) when resident.
+  virtual HotResult Lookup(uint32_t layer, uint64_t row, uint8_t* dst) = 0;
+  // Offers a row just read from disk to the admission cache.
+  virtual void Admit(uint32_t layer, uint64_t row, const uint8_t* data) = 0;
+
+  // RAM in use: pinned rows (fixed after Build), resident cached rows.
+  virtual uint64_t pinned_bytes() const = 0;
+  virtual uint64_t cached_bytes() const = 0;
+  virtual uint64_t budget_bytes() const = 0;
+};
+
+}  // namespace engram
+
+#endif  // ENGRAM_SHARD_HOT_TIER_H_

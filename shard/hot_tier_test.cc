@@ -1,0 +1,238 @@
+#include "shard/hot_tier.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "shard/admission_cache.h"
+#include "shard/hot_profile.h"
+#include "shard/importer.h"
+#include "shard/key_index.h"
+#include "shard/shard_format.h"
+#include "shard/testing/shard_fixture.h"
+
+namespace engram {
+namespace {
+
+constexpr uint32_t kRowBytes = 66;  // the small preset
+
+// Shard 1 of 2 of a generated table, with a profile that favours low rows.
+class HotTierTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new testing::TempDir();
+    ASSERT_TRUE(testing::MakeSmallTable(dir_->Sub("table")).ok());
+    ImportOptions o;
+    o.table_dir = dir_->Sub("table");
+    o.n_shards = 2;
+    o.shard_index = 1;
+    o.out_dir = dir_->Sub("shard");
+    ASSERT_TRUE(ImportShard(o, nullptr).ok());
+    absl::StatusOr<std::unique_ptr<RowStore>> s =
+        RowStore::Open(o.out_dir, {.reader_threads = 4});
+    ASSERT_TRUE(s.ok()) << s.status();
+    store_ = s->release();
+    const ShardMap& map = store_->shard_map();
+    std::vector<HotProfileEntry> profile;
+    for (uint32_t l = 0; l < map.layer_rows.size(); ++l) {
+      for (uint64_t r = 1; r < map.layer_rows[l]; r += 2) {
+        profile.push_back({l, r, 1 + 100000 / (r + 1)});
+        ++shard_rows_;
+      }
+    }
+    ASSERT_TRUE(WriteHotProfile(ProfilePath(), profile).ok());
+  }
+  static void TearDownTestSuite() {
+    delete store_;
+    delete dir_;
+  }
+  static std::string ProfilePath() { return dir_->Sub("profile.bin"); }
+  static uint64_t ShardBytes() { return shard_rows_ * kRowBytes; }
+
+  static std::unique_ptr<HotTier> Build(uint64_t budget, bool profile) {
+    absl::StatusOr<std::unique_ptr<HotTier>> t =
+        HotTier::Build(*store_, {budget, profile ? ProfilePath() : ""});
+    EXPECT_TRUE(t.ok()) << t.status();
+    return t.ok() ? *std::move(t) : nullptr;
+  }
+  // A random row of the shard.
+  static std::pair<uint32_t, uint64_t> RandomRow(std::mt19937_64& rng) {
+    const ShardMap& map = store_->shard_map();
+    const uint32_t l = rng() % map.layer_rows.size();
+    return {l, 1 + 2 * (rng() % map.RowsOnShard(l, 1))};
+  }
+  static void StoreRow(uint32_t l, uint64_t r, uint8_t* out) {
+    const RowRef ref{l, r, out};
+    ASSERT_TRUE(store_->ReadRows({&ref, 1}).ok());
+  }
+
+  static testing::TempDir* dir_;
+  static RowStore* store_;
+  static uint64_t shard_rows_;
+};
+
+testing::TempDir* HotTierTest::dir_ = nullptr;
+RowStore* HotTierTest::store_ = nullptr;
+uint64_t HotTierTest::shard_rows_ = 0;
+
+TEST_F(HotTierTest, ZeroBudgetAlwaysMisses) {
+  std::unique_ptr<HotTier> tier = Build(0, true);
+  ASSERT_NE(tier, nullptr);
+  std::mt19937_64 rng(1);
+  uint8_t row[kRowBytes];
+  for (int i = 0; i < 2000; ++i) {
+    auto [l, r] = RandomRow(rng);
+    EXPECT_EQ(tier->Lookup(l, r, row), HotResult::kMiss);
+    StoreRow(l, r, row);
+    tier->Admit(l, r, row);
+  }
+  EXPECT_EQ(tier->pinned_bytes() + tier->cached_bytes(), 0u);
+}
+
+TEST_F(HotTierTest, TenPercentMixesPinnedCachedAndMisses) {
+  const uint64_t budget = ShardBytes() / 10;
+  std::unique_ptr<HotTier> tier = Build(budget, true);
+  ASSERT_NE(tier, nullptr);
+  EXPECT_GT(tier->pinned_bytes(), 0u);
+  EXPECT_LE(tier->pinned_bytes(), budget * (100 - kHotTierCacheSharePercent) / 100);
+  // The most frequent rows of the profile (low row ids) are pinned.
+  uint8_t row[kRowBytes], want[kRowBytes];
+  EXPECT_EQ(tier->Lookup(0, 1, row), HotResult::kPinned);
+  std::mt19937_64 rng(2);
+  std::map<HotResult, int> seen;
+  for (int i = 0; i < 20000; ++i) {
+    // Skewed: half the lookups go to a small set of rows.
+    auto [l, r] = RandomRow(rng);
+    if (i % 2 == 0) r = 2001 + 2 * (r % 200);  // shard rows beyond the pins
+    StoreRow(l, r, want);
+    const HotResult res = tier->Lookup(l, r, row);
+    ++seen[res];
+    if (res == HotResult::kMiss) {
+      tier->Admit(l, r, want);
+    } else {
+      ASSERT_EQ(0, std::memcmp(row, want, kRowBytes)) << l << "/" << r;
+    }
+  }
+  EXPECT_GT(seen[HotResult::kPinned], 0);
+  EXPECT_GT(seen[HotResult::kCached], 0);
+  EXPECT_GT(seen[HotResult::kMiss], 0);
+  EXPECT_GT(tier->cached_bytes(), 0u);
+  EXPECT_LE(tier->pinned_bytes() + tier->cached_bytes(), budget);
+}
+
+TEST_F(HotTierTest, FullBudgetPinsEveryRowWithoutProfile) {
+  std::unique_ptr<HotTier> tier = Build(ShardBytes(), false);
+  ASSERT_NE(tier, nullptr);
+  EXPECT_EQ(tier->pinned_bytes(), ShardBytes());
+  const ShardMap& map = store_->shard_map();
+  uint8_t row[kRowBytes], want[kRowBytes];
+  for (uint32_t l = 0; l < map.layer_rows.size(); ++l) {
+    for (uint64_t r = 1; r < map.layer_rows[l]; r += 2) {
+      ASSERT_EQ(tier->Lookup(l, r, row), HotResult::kPinned) << l << "/" << r;
+      StoreRow(l, r, want);
+      ASSERT_EQ(0, std::memcmp(row, want, kRowBytes));
+    }
+  }
+  EXPECT_EQ(tier->Lookup(0, map.layer_rows[0] + 1, row), HotResult::kMiss);
+}
+
+TEST_F(HotTierTest, ConcurrentLookupsAndAdmitsReturnCorrectBytes) {
+  std::unique_ptr<HotTier> tier = Build(ShardBytes() / 20, true);
+  ASSERT_NE(tier, nullptr);
+  std::atomic<int> wrong{0}, hits{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(t);
+      uint8_t row[kRowBytes], want[kRowBytes];
+      for (int i = 0; i < 20000; ++i) {
+        auto [l, r] = RandomRow(rng);
+        if (i % 3 != 0) r = 1 + 2 * (r % 300);  // a hot set shared by threads
+        const RowRef ref{l, r, want};
+        if (!store_->ReadRows({&ref, 1}).ok()) ++wrong;
+        if (tier->Lookup(l, r, row) == HotResult::kMiss) {
+          tier->Admit(l, r, want);
+        } else {
+          ++hits;
+          if (std::memcmp(row, want, kRowBytes) != 0) ++wrong;
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(wrong, 0);
+  EXPECT_GT(hits, 0);
+}
+
+TEST_F(HotTierTest, MissingProfileIsAnError) {
+  absl::StatusOr<std::unique_ptr<HotTier>> t =
+      HotTier::Build(*store_, {ShardBytes() / 10, dir_->Sub("absent.bin")});
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(KeySlotIndexTest, MatchesAMapUnderInsertAndErase) {
+  KeySlotIndex index(1000);
+  std::unordered_map<uint64_t, uint32_t> model;
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 200000; ++i) {
+    const uint64_t key = rng() % 3000;  // dense: long probe runs
+    if (model.size() < 1000 && rng() % 2 == 0) {
+      if (!model.count(key)) {
+        model[key] = i;
+        index.Insert(key, i);
+      }
+    } else {
+      model.erase(key);
+      index.Erase(key);
+    }
+    const uint64_t probe = rng() % 3000;
+    auto it = model.find(probe);
+    ASSERT_EQ(index.Find(probe), it == model.end() ? KeySlotIndex::kNoSlot : it->second);
+  }
+}
+
+// Hit ratio of a cache of `slots` rows on a Zipf(1.1) stream over `keys`.
+double ZipfHitRatio(AdmissionCacheOptions::Policy policy, uint64_t keys,
+                    uint64_t slots, int accesses) {
+  std::vector<double> cdf(keys);
+  double sum = 0;
+  for (uint64_t k = 0; k < keys; ++k) cdf[k] = sum += 1.0 / std::pow(k + 1, 1.1);
+  // Scatter ranks over the key space so popularity is unrelated to hashing.
+  std::vector<uint64_t> perm(keys);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::mt19937_64 rng(5);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  AdmissionCache cache({.slots = slots, .slot_bytes = 8, .shards = 4, .policy = policy});
+  std::uniform_real_distribution<double> u(0, sum);
+  int hits = 0;
+  uint8_t buf[8];
+  for (int i = 0; i < accesses; ++i) {
+    const uint64_t rank = std::lower_bound(cdf.begin(), cdf.end(), u(rng)) - cdf.begin();
+    const uint64_t key = perm[std::min(rank, keys - 1)];
+    if (cache.Lookup(key, buf, 8)) {
+      ++hits;
+      EXPECT_EQ(0, std::memcmp(buf, &key, 8));
+    } else {
+      cache.Admit(key, reinterpret_cast<const uint8_t*>(&key), 8);
+    }
+  }
+  EXPECT_LE(cache.resident(), slots);
+  return static_cast<double>(hits) / accesses;
+}
+
+TEST(AdmissionCacheTest, TinyLfuBeatsPlainClockOnZipf) {
+  const double tiny = ZipfHitRatio(AdmissionCacheOptions::Policy::kTinyLfu, 100000, 1000, 400000);
+  const double clock = ZipfHitRatio(AdmissionCacheOptions::Policy::kClock, 100000, 1000, 400000);
+  EXPECT_GT(tiny, clock + 0.03) << "tinylfu " << tiny << " clock " << clock;
+}
+
+}  // namespace
+}  // namespace engram

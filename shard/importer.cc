@@ -1,0 +1,421 @@
+#include "shard/importer.h"
+
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/table.h"
+#include "rocksdb/db.h"
+#include "rocksdb/sst_file_writer.h"
+#include "shard/file_util.h"
+#include "shard/gguf.h"
+#include "shard/hot_profile.h"
+
+namespace engram {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The rows to import, from either kind of source.
+struct Source {
+  std::string kind;  // "table" or "gguf"
+  std::string path;
+  std::string table;
+  uint64_t version = 0;
+  HashLayout layout;
+  std::vector<uint32_t> row_bytes;
+  // Expected whole-layer checksums; empty when the source has none (GGUF).
+  std::vector<std::string> checksums;
+  std::unique_ptr<TableReader> table_reader;
+  std::unique_ptr<GgufEngramFile> gguf;
+
+  absl::Status Read(int layer, uint64_t first, uint64_t n, uint8_t* out) const {
+    return table_reader ? table_reader->ReadRows(layer, first, n, out)
+                        : gguf->ReadRows(layer, first, n, out);
+  }
+  uint64_t total_rows() const {
+    uint64_t n = 0;
+    for (int64_t r : layout.table_rows) n += static_cast<uint64_t>(r);
+    return n;
+  }
+};
+
+absl::StatusOr<Source> OpenSource(const ImportOptions& o) {
+  Source src;
+  if (!o.table_dir.empty()) {
+    absl::StatusOr<std::unique_ptr<TableReader>> r = TableReader::Open(o.table_dir);
+    if (!r.ok()) return r.status();
+    src.table_reader = *std::move(r);
+    const TableManifest& m = src.table_reader->manifest();
+    src.kind = "table";
+    src.path = o.table_dir;
+    src.table = m.table;
+    src.version = m.version;
+    src.layout = m.layout;
+    for (const LayerInfo& l : m.layers) {
+      src.row_bytes.push_back(static_cast<uint32_t>(l.row_bytes));
+      src.checksums.push_back(l.checksum);
+    }
+    return src;
+  }
+  absl::StatusOr<std::unique_ptr<GgufEngramFile>> g = GgufEngramFile::Open(o.gguf_path);
+  if (!g.ok()) return g.status();
+  src.gguf = *std::move(g);
+  src.kind = "gguf";
+  src.path = o.gguf_path;
+  src.table = src.gguf->name();
+  src.version = o.gguf_version == 0 ? 1 : o.gguf_version;
+  src.layout = src.gguf->layout();
+  src.row_bytes.assign(src.layout.n_layers(), GgufEngramFile::kRowBytes);
+  return src;
+}
+
+absl::Status CheckOptions(const ImportOptions& o) {
+  if (o.table_dir.empty() == o.gguf_path.empty()) {
+    return absl::InvalidArgumentError(
+        "give exactly one source: --table DIR or --gguf FILE");
+  }
+  if (o.n_shards == 0) {
+    return absl::InvalidArgumentError("--shards must be at least 1");
+  }
+  if (o.shard_index >= o.n_shards) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--shard-index ", o.shard_index, " must be below --shards ",
+        o.n_shards, " (shards are numbered 0..", o.n_shards - 1, ")"));
+  }
+  if (o.out_dir.empty()) return absl::InvalidArgumentError("--out is required");
+  if (o.chunk_rows == 0 || o.sst_file_bytes == 0) {
+    return absl::InvalidArgumentError("chunk_rows and sst_file_bytes must be > 0");
+  }
+  return absl::OkStatus();
+}
+
+std::string SourceChecksum(const std::vector<std::string>& layer_checksums) {
+  std::string all;
+  for (const std::string& c : layer_checksums) absl::StrAppend(&all, c, "\n");
+  return FormatChecksum(XXH3_64bits(all.data(), all.size()));
+}
+
+// Streams the whole source once. For each chunk of a layer, calls
+// sink(layer, first_row, n, rows). Verifies (or, without expected values,
+// computes) each layer's checksum into *checksums.
+template <typename Sink>
+absl::Status StreamSource(const Source& src, uint64_t chunk_rows,
+                          const ImportProgress& progress,
+                          std::vector<std::string>* checksums, Sink sink) {
+  const uint64_t total = src.total_rows();
+  uint64_t done = 0;
+  std::vector<uint8_t> buf;
+  XXH3_state_t* st = XXH3_createState();
+  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> guard(st, &XXH3_freeState);
+  checksums->clear();
+  for (int l = 0; l < src.layout.n_layers(); ++l) {
+    const uint64_t rows = static_cast<uint64_t>(src.layout.table_rows[l]);
+    const uint64_t rb = src.row_bytes[l];
+    buf.resize(chunk_rows * rb);
+    XXH3_64bits_reset(st);
+    for (uint64_t first = 0; first < rows; first += chunk_rows) {
+      const uint64_t n = std::min(chunk_rows, rows - first);
+      if (auto s = src.Read(l, first, n, buf.data()); !s.ok()) return s;
+      XXH3_64bits_update(st, buf.data(), n * rb);
+      if (auto s = sink(l, first, n, buf.data()); !s.ok()) return s;
+      done += n;
+      if (progress) progress(done, total);
+    }
+    const std::string got = FormatChecksum(XXH3_64bits_digest(st));
+    if (!src.checksums.empty() && got != src.checksums[l]) {
+      return absl::DataLossError(absl::StrCat(
+          src.path, ": rows of layer ", l, " (layer id ",
+          src.layout.engram_layer_ids[l], ") have checksum ", got,
+          " but the manifest says ", src.checksums[l],
+          "; the table is corrupt, copy it again"));
+    }
+    checksums->push_back(got);
+  }
+  return absl::OkStatus();
+}
+
+// What an existing --out holds: nothing usable (ok, proceed), the same import
+// (*same = true), or something else (error).
+absl::Status CheckExistingOut(const ImportOptions& o, const ShardMap& map,
+                              const Source& src, const std::string& profile_sum,
+                              const ImportProgress& progress, bool* same) {
+  *same = false;
+  std::error_code ec;
+  const fs::file_status st = fs::status(o.out_dir, ec);
+  if (!fs::exists(st)) return absl::OkStatus();
+  const std::string info_path = (fs::path(o.out_dir) / kShardInfoFile).string();
+  if (!fs::exists(info_path, ec)) {
+    if (fs::is_directory(st) && fs::is_empty(o.out_dir, ec)) return absl::OkStatus();
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--out ", o.out_dir, " exists and is not a shard directory; pick "
+        "another --out or delete it"));
+  }
+  absl::StatusOr<ShardInfo> old = ShardInfo::Load(info_path);
+  absl::StatusOr<ShardMap> old_map =
+      ShardMap::Load((fs::path(o.out_dir) / kShardMapFile).string());
+  std::string differs;
+  if (!old.ok() || !old_map.ok()) {
+    differs = "holds an unreadable shard";
+  } else if (!old_map->SameData(map) || old->shard_index != o.shard_index) {
+    differs = absl::StrCat("holds shard ", old->shard_index, " of ",
+                           old_map->n_shards, " of table ", old_map->table,
+                           " v", old_map->version);
+  } else if (old->source_kind != src.kind ||
+             old->profile_checksum != profile_sum) {
+    differs = "holds this shard imported with other options (source kind or "
+              "profile trace)";
+  } else {
+    std::vector<std::string> sums = src.checksums;
+    if (sums.empty()) {  // GGUF: checksum the source to compare
+      auto none = [](int, uint64_t, uint64_t, const uint8_t*) {
+        return absl::OkStatus();
+      };
+      if (auto s = StreamSource(src, o.chunk_rows, progress, &sums, none); !s.ok()) {
+        return s;
+      }
+    }
+    if (SourceChecksum(sums) == old->source_checksum) {
+      *same = true;
+      return absl::OkStatus();
+    }
+    differs = "holds this shard imported from different data";
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "--out ", o.out_dir, " already exists and ", differs,
+      "; pick another --out or delete it"));
+}
+
+// Writes owned rows into SST files of bounded size, in key order.
+class SstSink {
+ public:
+  SstSink(std::string dir, const rocksdb::Options& options, uint64_t max_bytes)
+      : dir_(std::move(dir)), options_(options), max_bytes_(max_bytes) {}
+
+  absl::Status Put(uint64_t key, const uint8_t* value, size_t n) {
+    if (writer_ == nullptr) {
+      writer_ = std::make_unique<rocksdb::SstFileWriter>(rocksdb::EnvOptions(), options_);
+      files_.push_back(absl::StrCat(dir_, "/", files_.size(), ".sst"));
+      if (auto s = Check(writer_->Open(files_.back())); !s.ok()) return s;
+    }
+    char k[kShardKeyBytes];
+    EncodeShardKey(key, k);
+    rocksdb::Slice v(reinterpret_cast<const char*>(value), n);
+    if (auto s = Check(writer_->Put(rocksdb::Slice(k, sizeof(k)), v)); !s.ok()) {
+      return s;
+    }
+    ++rows_;
+    return writer_->FileSize() >= max_bytes_ ? FinishFile() : absl::OkStatus();
+  }
+
+  absl::Status FinishFile() {
+    if (writer_ == nullptr) return absl::OkStatus();
+    absl::Status s = Check(writer_->Finish());
+    writer_.reset();
+    return s;
+  }
+
+  const std::vector<std::string>& files() const { return files_; }
+  uint64_t rows() const { return rows_; }
+
+ private:
+  absl::Status Check(const rocksdb::Status& s) {
+    if (s.ok()) return absl::OkStatus();
+    return absl::InternalError(absl::StrCat(
+        "writing ", files_.empty() ? dir_ : files_.back(), ": ", s.ToString()));
+  }
+
+  std::string dir_;
+  rocksdb::Options options_;
+  uint64_t max_bytes_;
+  std::unique_ptr<rocksdb::SstFileWriter> writer_;
+  std::vector<std::string> files_;
+  uint64_t rows_ = 0;
+};
+
+absl::Status FromRocks(const rocksdb::Status& s, const std::string& what) {
+  if (s.ok()) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat(what, ": ", s.ToString()));
+}
+
+// Removes a directory on scope exit unless released.
+class TreeGuard {
+ public:
+  explicit TreeGuard(std::string path) : path_(std::move(path)) {}
+  ~TreeGuard() {
+    if (!path_.empty()) (void)RemoveTree(path_);
+  }
+  void Release() { path_.clear(); }
+
+ private:
+  std::string path_;
+};
+
+// Builds the whole shard directory at `tmp`.
+absl::Status BuildShard(const ImportOptions& o, const Source& src,
+                        const ShardMap& map, ImportResult* result,
+                        const ImportProgress& progress, const std::string& tmp) {
+  const rocksdb::Options db_options = ShardDbOptions({});
+  const std::string staging = tmp + "/ingest";
+  std::error_code ec;
+  if (!fs::create_directories(staging, ec)) {
+    return absl::InternalError(
+        absl::StrCat("cannot create ", staging, ": ", ec.message()));
+  }
+  ShardInfo& info = result->info;
+  info.shard_index = o.shard_index;
+  info.source_kind = src.kind;
+  info.source_path = fs::absolute(src.path, ec).string();
+  info.layers.resize(src.layout.n_layers());
+  SstSink sink(staging, db_options, o.sst_file_bytes);
+  std::vector<XXH3_state_t*> owned(info.layers.size());
+  for (XXH3_state_t*& st : owned) {
+    st = XXH3_createState();
+    XXH3_64bits_reset(st);
+  }
+  auto put_owned = [&](int l, uint64_t first, uint64_t n,
+                       const uint8_t* rows) -> absl::Status {
+    const uint64_t rb = src.row_bytes[l];
+    // The first row >= first that this shard owns, then every n_shards-th.
+    uint64_t r = first + (o.shard_index + map.n_shards - first % map.n_shards) %
+                             map.n_shards;
+    for (; r < first + n; r += map.n_shards) {
+      const uint8_t* row = rows + (r - first) * rb;
+      if (auto s = sink.Put(ShardKey(l, r), row, rb); !s.ok()) return s;
+      XXH3_64bits_update(owned[l], row, rb);
+      ++info.layers[l].rows_owned;
+    }
+    return absl::OkStatus();
+  };
+  std::vector<std::string> source_sums;
+  absl::Status streamed = StreamSource(src, o.chunk_rows, progress, &source_sums, put_owned);
+  for (size_t l = 0; l < owned.size(); ++l) {
+    info.layers[l].layer_id = src.layout.engram_layer_ids[l];
+    info.layers[l].checksum = FormatChecksum(XXH3_64bits_digest(owned[l]));
+    XXH3_freeState(owned[l]);
+  }
+  if (!streamed.ok()) return streamed;
+  info.source_checksum = SourceChecksum(source_sums);
+  result->rows_written = sink.rows();
+  // The identity record sorts after every row key, so it ends the last file.
+  const std::string identity = StoreIdentity::From(map, info).Encode();
+  if (auto s = sink.Put(kStoreIdentityKey,
+                        reinterpret_cast<const uint8_t*>(identity.data()),
+                        identity.size());
+      !s.ok()) {
+    return s;
+  }
+  if (auto s = sink.FinishFile(); !s.ok()) return s;
+  result->sst_files = static_cast<int>(sink.files().size());
+
+  rocksdb::Options create = db_options;
+  create.create_if_missing = true;
+  create.error_if_exists = true;
+  rocksdb::DB* raw = nullptr;
+  const std::string db_dir = tmp + "/" + kShardDbDir;
+  if (auto s = FromRocks(rocksdb::DB::Open(create, db_dir, &raw), db_dir); !s.ok()) {
+    return s;
+  }
+  std::unique_ptr<rocksdb::DB> db(raw);
+  rocksdb::IngestExternalFileOptions ingest;
+  ingest.move_files = true;
+  ingest.verify_checksums_before_ingest = false;  // written just now
+  if (auto s = FromRocks(db->IngestExternalFile(sink.files(), ingest),
+                         "ingesting SST files into " + db_dir);
+      !s.ok()) {
+    return s;
+  }
+  if (auto s = FromRocks(db->Close(), "closing " + db_dir); !s.ok()) return s;
+  db.reset();
+  if (auto s = RemoveTree(staging); !s.ok()) return s;
+
+  if (!o.profile_trace.empty()) {
+    absl::StatusOr<std::vector<HotProfileEntry>> prof =
+        ProfileTrace(o.profile_trace, src.layout, map, o.shard_index);
+    if (!prof.ok()) return prof.status();
+    result->profile_rows = prof->size();
+    if (auto s = WriteHotProfile(tmp + "/" + kHotProfileFile, *std::move(prof));
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (auto s = map.Save(tmp + "/" + kShardMapFile); !s.ok()) return s;
+  // shard.json last: its presence marks a complete shard directory.
+  if (auto s = info.Save(tmp + "/" + kShardInfoFile); !s.ok()) return s;
+  return SyncDir(tmp);
+}
+
+}  // namespace
+
+absl::StatusOr<ImportResult> ImportShard(const ImportOptions& o,
+                                         const ImportProgress& progress) {
+  if (auto s = CheckOptions(o); !s.ok()) return s;
+  absl::StatusOr<Source> src = OpenSource(o);
+  if (!src.ok()) return src.status();
+  ImportResult result;
+  ShardMap& map = result.map;
+  map.table = src->table;
+  map.version = src->version;
+  map.n_shards = o.n_shards;
+  for (int64_t r : src->layout.table_rows) map.layer_rows.push_back(r);
+  map.row_bytes = src->row_bytes;
+  if (auto s = map.Validate(); !s.ok()) return s;
+
+  std::string profile_sum;
+  if (!o.profile_trace.empty()) {
+    absl::StatusOr<uint64_t> h = HashFile(o.profile_trace);
+    if (!h.ok()) return h.status();
+    profile_sum = FormatChecksum(*h);
+  }
+  bool same = false;
+  if (auto s = CheckExistingOut(o, map, *src, profile_sum, progress, &same);
+      !s.ok()) {
+    return s;
+  }
+  if (same) {
+    result.already_imported = true;
+    absl::StatusOr<ShardInfo> info =
+        ShardInfo::Load((fs::path(o.out_dir) / kShardInfoFile).string());
+    if (!info.ok()) return info.status();
+    result.info = *std::move(info);
+    return result;
+  }
+
+  std::error_code ec;
+  fs::path out = fs::absolute(o.out_dir, ec).lexically_normal();
+  if (out.filename().empty()) out = out.parent_path();  // "dir/"
+  const fs::path parent = out.parent_path();
+  if (!fs::is_directory(parent, ec)) {
+    return absl::NotFoundError(absl::StrCat(
+        "the parent directory of --out (", parent.string(),
+        ") does not exist; create it first"));
+  }
+  const std::string tmp = (parent / absl::StrCat(".", out.filename().string(),
+                                                 ".import-", ::getpid()))
+                              .string();
+  if (auto s = RemoveTree(tmp); !s.ok()) return s;  // a crashed earlier run
+  TreeGuard guard(tmp);
+  result.info.profile_checksum = profile_sum;
+  if (auto s = BuildShard(o, *src, map, &result, progress, tmp); !s.ok()) {
+    return s;
+  }
+  // rename(2) replaces an empty directory and fails on a non-empty one, so
+  // data that appeared meanwhile is never replaced.
+  if (::rename(tmp.c_str(), out.c_str()) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot move the finished shard into ", out.string(), ": ",
+        std::strerror(errno), "; pick another --out or delete it"));
+  }
+  guard.Release();
+  if (auto s = SyncDir(parent.string()); !s.ok()) return s;
+  return result;
+}
+
+}  // namespace engram

@@ -1,0 +1,68 @@
+// Builds one shard directory from an Engram table or a DeepSeek-V4.1 GGUF.
+//
+// The import streams the source (never the whole table in memory), verifies
+// each layer's manifest checksum on the way, writes the shard's rows as
+// sorted SST files and ingests them into a fresh RocksDB (no memtable, no
+// compaction). It builds in a temporary directory next to --out and renames
+// it into place only when complete, so a failed import leaves nothing
+// behind and never touches existing data. See shard/shard_format.h for the
+// directory layout.
+#ifndef ENGRAM_SHARD_IMPORTER_H_
+#define ENGRAM_SHARD_IMPORTER_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "shard/shard_format.h"
+
+namespace engram {
+
+struct ImportOptions {
+  // The source: exactly one of a table directory (manifest.json) or a
+  // deepseek41 GGUF file.
+  std::string table_dir;
+  std::string gguf_path;
+  // GGUF only: the table version recorded in the shard map (0 = 1). A table
+  // directory carries its own version.
+  uint64_t gguf_version = 0;
+
+  uint32_t n_shards = 0;     // >= 1
+  uint32_t shard_index = 0;  // < n_shards
+  // The shard directory to create. It must not exist, be an empty
+  // directory, or hold the same import (then nothing is done).
+  std::string out_dir;
+  // Optional token trace for the hot-row profile (shard/hot_profile.h).
+  std::string profile_trace;
+
+  // Bound on the size of each SST file written.
+  uint64_t sst_file_bytes = uint64_t{256} << 20;
+  // Rows read from the source per call (memory: chunk_rows * row_bytes).
+  uint64_t chunk_rows = 4096;
+};
+
+struct ImportResult {
+  // True when out_dir already held this very import; nothing was written.
+  bool already_imported = false;
+  ShardMap map;
+  ShardInfo info;
+  uint64_t rows_written = 0;
+  int sst_files = 0;
+  uint64_t profile_rows = 0;  // entries in hot_profile.bin
+};
+
+// progress(done, total) counts source rows read (all layers); may be empty.
+using ImportProgress = std::function<void(uint64_t done, uint64_t total)>;
+
+// Errors: InvalidArgument for bad options or a malformed source (naming
+// it), NotFound for a missing source, DataLoss when a layer's rows do not
+// match the manifest checksum, FailedPrecondition when out_dir holds
+// something else (a different import or foreign files).
+absl::StatusOr<ImportResult> ImportShard(const ImportOptions& options,
+                                         const ImportProgress& progress);
+
+}  // namespace engram
+
+#endif  // ENGRAM_SHARD_IMPORTER_H_

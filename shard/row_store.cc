@@ -1,0 +1,365 @@
+#include "shard/row_store.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <deque>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "rocksdb/db.h"
+#include "rocksdb/statistics.h"
+#include "rocksdb/table_properties.h"
+#include "shard/shard_format.h"
+
+namespace engram {
+namespace {
+
+// One ReadRows call: its refs sorted by key, split into chunks that reader
+// threads (and, for a blocking call, the caller) claim one at a time. The
+// last chunk to finish reports the result. Shared by every thread that
+// holds a claim token, so it outlives all of them.
+struct Request {
+  struct Item {
+    uint64_t key;
+    uint8_t* dst;
+  };
+  std::vector<Item> items;          // sorted by key
+  std::vector<char> key_bytes;      // items[i]'s encoded key at 8 * i
+  size_t batch = 0;
+  size_t n_chunks = 0;
+  std::atomic<size_t> next_chunk{0};
+  std::atomic<size_t> chunks_left{0};
+  absl::Mutex mu;
+  absl::Status status ABSL_GUARDED_BY(mu);
+  std::function<void(absl::Status)> done;
+};
+
+// Per-thread MultiGet buffers, reused across chunks.
+struct Scratch {
+  std::vector<rocksdb::Slice> keys;
+  std::vector<rocksdb::PinnableSlice> values;
+  std::vector<rocksdb::Status> statuses;
+
+  explicit Scratch(size_t batch) : keys(batch), values(batch), statuses(batch) {}
+};
+
+class RowStoreImpl final : public RowStore {
+ public:
+  RowStoreImpl(std::unique_ptr<rocksdb::DB> db, rocksdb::Options db_options,
+               ShardMap map, ShardInfo info, const RowStoreOptions& options)
+      : db_(std::move(db)),
+        db_options_(std::move(db_options)),
+        map_(std::move(map)),
+        info_(std::move(info)),
+        batch_(static_cast<size_t>(std::max(1, options.multiget_batch))) {
+    read_options_.verify_checksums = true;
+    read_options_.fill_cache = options.block_cache_bytes > 0;
+    const int n = std::max(1, options.reader_threads);
+    threads_.reserve(n);
+    for (int i = 0; i < n; ++i) threads_.emplace_back([this] { WorkerLoop(); });
+  }
+
+  ~RowStoreImpl() override {
+    {
+      absl::MutexLock lock(&mu_);
+      stopping_ = true;
+    }
+    for (std::thread& t : threads_) t.join();
+    db_->Close();
+  }
+
+  const ShardMap& shard_map() const override { return map_; }
+  uint32_t shard_index() const override { return info_.shard_index; }
+
+  absl::Status ReadRows(std::span<const RowRef> refs) override {
+    if (refs.empty()) return absl::OkStatus();
+    absl::Notification finished;
+    absl::Status result;
+    std::shared_ptr<Request> req = Prepare(refs, [&](absl::Status s) {
+      result = std::move(s);
+      finished.Notify();
+    });
+    if (req == nullptr) return result;  // rejected up front; done ran
+    // Helpers take chunks beyond the first; this thread works too, so a
+    // small request never waits for a pool thread.
+    Dispatch(req, req->n_chunks - 1);
+    Scratch scratch(batch_);
+    RunChunks(*req, scratch);
+    finished.WaitForNotification();
+    return result;
+  }
+
+  void ReadRowsAsync(std::span<const RowRef> refs,
+                     std::function<void(absl::Status)> done) override {
+    if (refs.empty()) {
+      done(absl::OkStatus());
+      return;
+    }
+    std::shared_ptr<Request> req = Prepare(refs, std::move(done));
+    if (req != nullptr) Dispatch(req, req->n_chunks);
+  }
+
+  std::vector<std::pair<std::string, double>> Stats() const override;
+
+ private:
+  // Validates and sorts refs. On a bad ref calls done and returns null.
+  std::shared_ptr<Request> Prepare(std::span<const RowRef> refs,
+                                   std::function<void(absl::Status)> done);
+  void Dispatch(const std::shared_ptr<Request>& req, size_t tokens);
+  void WorkerLoop();
+  bool HasWorkOrStopping() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return stopping_ || !queue_.empty();
+  }
+  void RunChunks(Request& req, Scratch& scratch);
+  absl::Status ReadChunk(Request& req, size_t begin, size_t end,
+                         Scratch& scratch);
+
+  std::unique_ptr<rocksdb::DB> db_;
+  rocksdb::Options db_options_;  // owns the statistics object
+  ShardMap map_;
+  ShardInfo info_;
+  rocksdb::ReadOptions read_options_;
+  size_t batch_;
+
+  mutable absl::Mutex mu_;
+  std::deque<std::shared_ptr<Request>> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::thread> threads_;
+};
+
+std::shared_ptr<Request> RowStoreImpl::Prepare(
+    std::span<const RowRef> refs, std::function<void(absl::Status)> done) {
+  auto req = std::make_shared<Request>();
+  req->items.resize(refs.size());
+  for (size_t i = 0; i < refs.size(); ++i) {
+    const RowRef& r = refs[i];
+    if (r.layer >= map_.layer_rows.size() || r.row >= map_.layer_rows[r.layer] ||
+        map_.ShardOf(r.row) != info_.shard_index) {
+      done(absl::InvalidArgumentError(absl::StrCat(
+          "layer ", r.layer, " row ", r.row, " is not a row of shard ",
+          info_.shard_index, " of table ", map_.table)));
+      return nullptr;
+    }
+    req->items[i] = {ShardKey(r.layer, r.row), r.dst};
+  }
+  std::sort(req->items.begin(), req->items.end(),
+            [](const Request::Item& a, const Request::Item& b) {
+              return a.key < b.key;
+            });
+  req->key_bytes.resize(req->items.size() * kShardKeyBytes);
+  for (size_t i = 0; i < req->items.size(); ++i) {
+    EncodeShardKey(req->items[i].key, &req->key_bytes[i * kShardKeyBytes]);
+  }
+  req->batch = batch_;
+  req->n_chunks = (req->items.size() + batch_ - 1) / batch_;
+  req->chunks_left.store(req->n_chunks, std::memory_order_relaxed);
+  req->done = std::move(done);
+  return req;
+}
+
+void RowStoreImpl::Dispatch(const std::shared_ptr<Request>& req, size_t tokens) {
+  tokens = std::min(tokens, threads_.size());
+  if (tokens == 0) return;
+  absl::MutexLock lock(&mu_);
+  for (size_t i = 0; i < tokens; ++i) queue_.push_back(req);
+}
+
+void RowStoreImpl::WorkerLoop() {
+  Scratch scratch(batch_);
+  for (;;) {
+    std::shared_ptr<Request> req;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(this, &RowStoreImpl::HasWorkOrStopping));
+      if (queue_.empty()) return;  // stopping
+      req = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    RunChunks(*req, scratch);
+  }
+}
+
+void RowStoreImpl::RunChunks(Request& req, Scratch& scratch) {
+  for (;;) {
+    const size_t c = req.next_chunk.fetch_add(1, std::memory_order_relaxed);
+    if (c >= req.n_chunks) return;
+    const size_t begin = c * req.batch;
+    const size_t end = std::min(begin + req.batch, req.items.size());
+    absl::Status s = ReadChunk(req, begin, end, scratch);
+    if (!s.ok()) {
+      absl::MutexLock lock(&req.mu);
+      if (req.status.ok()) req.status = std::move(s);
+    }
+    if (req.chunks_left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      absl::Status result;
+      {
+        absl::MutexLock lock(&req.mu);
+        result = req.status;
+      }
+      req.done(std::move(result));
+    }
+  }
+}
+
+absl::Status RowStoreImpl::ReadChunk(Request& req, size_t begin, size_t end,
+                                     Scratch& scratch) {
+  const size_t n = end - begin;
+  for (size_t i = 0; i < n; ++i) {
+    scratch.keys[i] = rocksdb::Slice(&req.key_bytes[(begin + i) * kShardKeyBytes],
+                                     kShardKeyBytes);
+  }
+  db_->MultiGet(read_options_, db_->DefaultColumnFamily(), n,
+                scratch.keys.data(), scratch.values.data(),
+                scratch.statuses.data(), /*sorted_input=*/true);
+  absl::Status first_error;
+  for (size_t i = 0; i < n; ++i) {
+    const Request::Item& item = req.items[begin + i];
+    const uint32_t layer = static_cast<uint32_t>(item.key >> 48);
+    const uint64_t row = item.key & (kMaxShardRowId - 1);
+    const rocksdb::Status& st = scratch.statuses[i];
+    rocksdb::PinnableSlice& v = scratch.values[i];
+    const uint32_t want = map_.row_bytes[layer];
+    if (st.ok() && v.size() == want) {
+      std::memcpy(item.dst, v.data(), want);
+    } else if (first_error.ok()) {
+      std::string what;
+      if (st.ok()) {
+        what = absl::StrCat("holds ", v.size(), " bytes, expected ", want);
+      } else if (st.IsNotFound()) {
+        what = "is missing from the store";
+      } else {
+        what = absl::StrCat("cannot be read: ", st.ToString());
+      }
+      const std::string msg = absl::StrCat("shard ", info_.shard_index,
+                                           ": layer ", layer, " row ", row,
+                                           " ", what);
+      first_error = st.ok() || st.IsNotFound() || st.IsCorruption()
+                        ? absl::DataLossError(msg)
+                        : absl::InternalError(msg);
+    }
+    v.Reset();
+  }
+  return first_error;
+}
+
+std::vector<std::pair<std::string, double>> RowStoreImpl::Stats() const {
+  std::vector<std::pair<std::string, double>> out;
+  auto prop = [&](const char* name, const char* as) {
+    uint64_t v = 0;
+    if (db_->GetIntProperty(name, &v)) out.emplace_back(as, static_cast<double>(v));
+  };
+  prop("rocksdb.estimate-table-readers-mem", "rocksdb_index_memory_bytes");
+  prop("rocksdb.total-sst-files-size", "rocksdb_sst_bytes");
+  prop("rocksdb.estimate-num-keys", "rocksdb_keys");
+  const rocksdb::Statistics* st = db_options_.statistics.get();
+  if (st == nullptr) return out;
+  auto ticker = [&](const char* as, std::initializer_list<uint32_t> tickers) {
+    uint64_t v = 0;
+    for (uint32_t t : tickers) v += st->getTickerCount(t);
+    out.emplace_back(as, static_cast<double>(v));
+  };
+  ticker("rocksdb_multiget_calls", {rocksdb::NUMBER_MULTIGET_CALLS});
+  ticker("rocksdb_multiget_keys", {rocksdb::NUMBER_MULTIGET_KEYS_READ});
+  ticker("rocksdb_multiget_bytes", {rocksdb::NUMBER_MULTIGET_BYTES_READ});
+  ticker("rocksdb_file_reads",
+         {rocksdb::LAST_LEVEL_READ_COUNT, rocksdb::NON_LAST_LEVEL_READ_COUNT});
+  ticker("rocksdb_file_read_bytes",
+         {rocksdb::LAST_LEVEL_READ_BYTES, rocksdb::NON_LAST_LEVEL_READ_BYTES});
+  ticker("rocksdb_block_checksums", {rocksdb::BLOCK_CHECKSUM_COMPUTE_COUNT});
+  ticker("rocksdb_block_cache_hits", {rocksdb::BLOCK_CACHE_HIT});
+  return out;
+}
+
+absl::Status Refuse(const std::string& dir, const std::string& what) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "shard directory ", dir, ": ", what,
+      "; re-import it with engramctl import into a new directory"));
+}
+
+// Checks that the DB holds what shard.json and shard_map.json describe: its
+// identity record, its entry count, and the first and last row of each layer.
+absl::Status CheckStore(rocksdb::DB& db, const std::string& dir,
+                        const ShardMap& map, const ShardInfo& info) {
+  char kbuf[kShardKeyBytes];
+  EncodeShardKey(kStoreIdentityKey, kbuf);
+  std::string value;
+  rocksdb::Status s =
+      db.Get(rocksdb::ReadOptions(), rocksdb::Slice(kbuf, sizeof(kbuf)), &value);
+  if (!s.ok()) {
+    return Refuse(dir, absl::StrCat("rocksdb/ has no identity record (",
+                                    s.ToString(), ")"));
+  }
+  absl::StatusOr<StoreIdentity> got = StoreIdentity::Decode(value);
+  const StoreIdentity want = StoreIdentity::From(map, info);
+  if (!got.ok() || !(*got == want)) {
+    return Refuse(dir, absl::StrCat(
+        "rocksdb/ holds ", got.ok() ? got->Encode() : "an unreadable identity",
+        " but shard_map.json and shard.json describe ", want.Encode()));
+  }
+  rocksdb::TablePropertiesCollection tables;
+  if (s = db.GetPropertiesOfAllTables(&tables); !s.ok()) {
+    return Refuse(dir, absl::StrCat("cannot read rocksdb/ table properties (",
+                                    s.ToString(), ")"));
+  }
+  uint64_t entries = 0, want_entries = 1;
+  for (const auto& [file, props] : tables) entries += props->num_entries;
+  for (const ShardInfo::Layer& l : info.layers) want_entries += l.rows_owned;
+  if (entries != want_entries) {
+    return Refuse(dir, absl::StrCat("rocksdb/ holds ", entries,
+                                    " entries, shard.json accounts for ",
+                                    want_entries));
+  }
+  for (uint32_t l = 0; l < info.layers.size(); ++l) {
+    const uint64_t n = info.layers[l].rows_owned;
+    if (n == 0) continue;
+    for (uint64_t k : {uint64_t{0}, n - 1}) {
+      const uint64_t row = info.shard_index + k * map.n_shards;
+      EncodeShardKey(ShardKey(l, row), kbuf);
+      s = db.Get(rocksdb::ReadOptions(), rocksdb::Slice(kbuf, sizeof(kbuf)), &value);
+      if (!s.ok() || value.size() != map.row_bytes[l]) {
+        return Refuse(dir, absl::StrCat("layer ", l, " row ", row,
+                                        " is missing or has the wrong size (",
+                                        s.ToString(), ")"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<RowStore>> RowStore::Open(
+    const std::string& shard_dir, const RowStoreOptions& options) {
+  auto unusable = [&](const absl::Status& s) {
+    return absl::IsNotFound(s) ? s : Refuse(shard_dir, std::string(s.message()));
+  };
+  absl::StatusOr<ShardMap> map = ShardMap::Load(shard_dir + "/" + kShardMapFile);
+  if (!map.ok()) return unusable(map.status());
+  absl::StatusOr<ShardInfo> info = ShardInfo::Load(shard_dir + "/" + kShardInfoFile);
+  if (!info.ok()) return unusable(info.status());
+  if (auto s = info->Validate(*map); !s.ok()) {
+    return Refuse(shard_dir, std::string(s.message()));
+  }
+  ShardDbTuning tuning;
+  tuning.direct_io = options.direct_io;
+  tuning.block_cache_bytes = options.block_cache_bytes;
+  tuning.statistics = true;
+  rocksdb::Options db_options = ShardDbOptions(tuning);
+  rocksdb::DB* raw = nullptr;
+  const std::string db_dir = shard_dir + "/" + kShardDbDir;
+  rocksdb::Status s = rocksdb::DB::OpenForReadOnly(db_options, db_dir, &raw);
+  if (!s.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot open the shard store ", db_dir, ": ", s.ToString()));
+  }
+  std::unique_ptr<rocksdb::DB> db(raw);
+  if (auto st = CheckStore(*db, shard_dir, *map, *info); !st.ok()) return st;
+  return std::unique_ptr<RowStore>(
+      new RowStoreImpl(std::move(db), std::move(db_options), *std::move(map),
+                       *std::move(info), options));
+}
+
+}  // namespace engram

@@ -1,0 +1,83 @@
+// RowStore: one shard's rows on disk, in RocksDB, for a read-only
+// point-lookup load.
+//
+// A shard directory (written by `engramctl import`) holds shard_map.json,
+// shard.json (which shard this is, per-layer checksums) and rocksdb/. Keys
+// are 8-byte big-endian (layer << 48 | row_id), values the row's stored
+// bytes. See docs/table-format.md for the RocksDB choices.
+#ifndef ENGRAM_SHARD_ROW_STORE_H_
+#define ENGRAM_SHARD_ROW_STORE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "shard/shard_map.h"
+
+namespace engram {
+
+struct RowStoreOptions {
+  // Read SST files with O_DIRECT so the page cache does not hide the disk.
+  bool direct_io = false;
+  // Threads that issue MultiGets; a request's misses are split over them so
+  // the disk sees a deep queue (Debian's RocksDB has no io_uring).
+  int reader_threads = 32;
+  // Keys per MultiGet call when a request's misses are split.
+  int multiget_batch = 16;
+  // RocksDB block cache; 0 = none (the hot tier is our cache).
+  size_t block_cache_bytes = 0;
+};
+
+// One row to read: where to put its bytes (row_bytes of its layer).
+struct RowRef {
+  uint32_t layer;
+  uint64_t row;
+  uint8_t* dst;
+};
+
+// Thread-safe. ReadRows/ReadRowsAsync may be called concurrently.
+class RowStore {
+ public:
+  // Opens a shard directory read-only. NotFound without shard_map.json or
+  // shard.json; FailedPrecondition when a file is malformed or (naming both
+  // sides) when they disagree with each other or with the DB's identity
+  // record, entry count, or first and last row of a layer.
+  static absl::StatusOr<std::unique_ptr<RowStore>> Open(
+      const std::string& shard_dir, const RowStoreOptions& options);
+  virtual ~RowStore() = default;
+
+  virtual const ShardMap& shard_map() const = 0;
+  virtual uint32_t shard_index() const = 0;
+
+  // Reads every ref (callers validate that each row belongs to this shard
+  // and its layer exists; a ref that does not is INVALID_ARGUMENT, checked
+  // before any read). A missing key, a wrong-size value or a block checksum
+  // mismatch is DATA_LOSS naming the row; on error the destinations'
+  // contents are unspecified. Refs may repeat and come in any order. Blocks
+  // until done; the calling thread reads too.
+  virtual absl::Status ReadRows(std::span<const RowRef> refs) = 0;
+  // The same, without blocking: `done` runs once, on a reader thread, after
+  // every ref is written (inline, before returning, for an empty or invalid
+  // request). REQUIRES: destinations outlive the call of `done`; `refs`
+  // itself is copied before returning.
+  virtual void ReadRowsAsync(std::span<const RowRef> refs,
+                             std::function<void(absl::Status)> done) = 0;
+
+  // RocksDB's own counters and properties, for metrics (name -> value):
+  // rocksdb_index_memory_bytes (table readers, i.e. the resident index),
+  // rocksdb_sst_bytes, rocksdb_keys, and cumulative counters
+  // rocksdb_multiget_calls, _keys, _bytes, rocksdb_file_reads,
+  // rocksdb_file_read_bytes (SST reads), rocksdb_block_checksums (blocks
+  // verified) and rocksdb_block_cache_hits.
+  virtual std::vector<std::pair<std::string, double>> Stats() const = 0;
+};
+
+}  // namespace engram
+
+#endif  // ENGRAM_SHARD_ROW_STORE_H_

@@ -1,0 +1,245 @@
+#include "shard/row_store.h"
+
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "common/table.h"
+#include "gtest/gtest.h"
+#include "shard/file_util.h"
+#include "shard/importer.h"
+#include "shard/shard_format.h"
+#include "shard/testing/shard_fixture.h"
+
+namespace engram {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr uint32_t kShards = 3;
+
+// One generated table imported into 3 shards, shared by the suite; tests
+// that damage a shard work on a copy.
+class RowStoreTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new testing::TempDir();
+    ASSERT_TRUE(testing::MakeSmallTable(dir_->Sub("table")).ok());
+    for (uint32_t i = 0; i < kShards; ++i) {
+      ImportOptions o;
+      o.table_dir = dir_->Sub("table");
+      o.n_shards = kShards;
+      o.shard_index = i;
+      o.out_dir = ShardDir(i);
+      o.sst_file_bytes = 256 << 10;
+      ASSERT_TRUE(ImportShard(o, nullptr).ok());
+    }
+    absl::StatusOr<std::unique_ptr<TableReader>> t = TableReader::Open(dir_->Sub("table"));
+    ASSERT_TRUE(t.ok());
+    table_ = t->release();
+  }
+  static void TearDownTestSuite() {
+    delete table_;
+    delete dir_;
+  }
+  static std::string ShardDir(uint32_t i) {
+    return dir_->Sub("shard" + std::to_string(i));
+  }
+  // A private copy of shard i.
+  std::string CopyShard(uint32_t i) {
+    const std::string dst = scratch_.Sub("copy" + std::to_string(i));
+    fs::copy(ShardDir(i), dst, fs::copy_options::recursive);
+    return dst;
+  }
+  static std::unique_ptr<RowStore> Open(const std::string& dir,
+                                        RowStoreOptions o = {.reader_threads = 4}) {
+    absl::StatusOr<std::unique_ptr<RowStore>> s = RowStore::Open(dir, o);
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? *std::move(s) : nullptr;
+  }
+  // Every row of `shard` in a shuffled order, with duplicates.
+  static std::vector<std::pair<uint32_t, uint64_t>> ShuffledRows(uint32_t shard,
+                                                                 uint64_t seed) {
+    std::vector<std::pair<uint32_t, uint64_t>> rows;
+    const TableManifest& m = table_->manifest();
+    for (uint32_t l = 0; l < m.layers.size(); ++l) {
+      for (uint64_t r = shard; r < m.layers[l].rows; r += kShards) rows.push_back({l, r});
+    }
+    std::mt19937_64 rng(seed);
+    for (int i = 0; i < 100; ++i) rows.push_back(rows[rng() % rows.size()]);
+    std::shuffle(rows.begin(), rows.end(), rng);
+    return rows;
+  }
+  // Refs into `buf` (sized here) for `rows`; `want` gets the table's bytes.
+  static std::vector<RowRef> Refs(const std::vector<std::pair<uint32_t, uint64_t>>& rows,
+                                  std::vector<uint8_t>* buf, std::vector<uint8_t>* want) {
+    const uint32_t rb = static_cast<uint32_t>(table_->manifest().layers[0].row_bytes);
+    buf->assign(rows.size() * rb, 0);
+    want->assign(rows.size() * rb, 0);
+    std::vector<RowRef> refs;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      refs.push_back({rows[i].first, rows[i].second, buf->data() + i * rb});
+      EXPECT_TRUE(table_->ReadRow(static_cast<int>(rows[i].first), rows[i].second,
+                                  want->data() + i * rb).ok());
+    }
+    return refs;
+  }
+
+  static testing::TempDir* dir_;
+  static TableReader* table_;
+  testing::TempDir scratch_;
+};
+
+testing::TempDir* RowStoreTest::dir_ = nullptr;
+TableReader* RowStoreTest::table_ = nullptr;
+
+TEST_F(RowStoreTest, ReadsEveryRowOfEveryShardInAnyOrder) {
+  for (uint32_t i = 0; i < kShards; ++i) {
+    std::unique_ptr<RowStore> store = Open(ShardDir(i));
+    ASSERT_NE(store, nullptr);
+    EXPECT_EQ(store->shard_index(), i);
+    EXPECT_EQ(store->shard_map().n_shards, kShards);
+    std::vector<uint8_t> got, want;
+    std::vector<RowRef> refs = Refs(ShuffledRows(i, i), &got, &want);
+    ASSERT_TRUE(store->ReadRows(refs).ok());
+    EXPECT_EQ(got, want) << "shard " << i;
+  }
+}
+
+TEST_F(RowStoreTest, DirectIoReadsTheSameBytes) {
+  std::unique_ptr<RowStore> store =
+      Open(ShardDir(1), {.direct_io = true, .reader_threads = 2, .multiget_batch = 7});
+  ASSERT_NE(store, nullptr);
+  std::vector<uint8_t> got, want;
+  std::vector<RowRef> refs = Refs(ShuffledRows(1, 9), &got, &want);
+  ASSERT_TRUE(store->ReadRows(refs).ok());
+  EXPECT_EQ(got, want);
+}
+
+TEST_F(RowStoreTest, ConcurrentAsyncAndBlockingReads) {
+  std::unique_ptr<RowStore> store = Open(ShardDir(0));
+  ASSERT_NE(store, nullptr);
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 5; ++round) {
+        auto rows = ShuffledRows(0, 100 * t + round);
+        rows.resize(1 + (round * 997) % rows.size());
+        std::vector<uint8_t> got, want;
+        std::vector<RowRef> refs = Refs(rows, &got, &want);
+        absl::Status status;
+        if (round % 2 == 0) {
+          status = store->ReadRows(refs);
+        } else {
+          absl::Notification done;
+          std::atomic<int> calls{0};
+          store->ReadRowsAsync(refs, [&](absl::Status s) {
+            status = s;
+            ++calls;
+            done.Notify();
+          });
+          done.WaitForNotification();
+          if (calls != 1) ++failures;
+        }
+        if (!status.ok() || got != want) ++failures;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(failures, 0);
+}
+
+TEST_F(RowStoreTest, RefusesRowsOfOtherShards) {
+  std::unique_ptr<RowStore> store = Open(ShardDir(2));
+  ASSERT_NE(store, nullptr);
+  uint8_t buf[66];
+  const RowRef other[] = {{0, 2, buf}, {0, 4, buf}};
+  absl::Status s = store->ReadRows(other);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("layer 0 row 4"), std::string::npos) << s;
+  const RowRef bad_layer[] = {{9, 2, buf}};
+  EXPECT_EQ(store->ReadRows(bad_layer).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(store->ReadRows({}).ok());
+}
+
+TEST_F(RowStoreTest, CorruptSstByteIsDataLossNotWrongBytes) {
+  const std::string dir = CopyShard(1);
+  // The largest SST file; flip a byte a third of the way in (a data block:
+  // the index and properties sit at the end).
+  std::string sst;
+  uint64_t size = 0;
+  for (const auto& e : fs::directory_iterator(dir + "/" + kShardDbDir)) {
+    if (e.path().extension() == ".sst" && e.file_size() > size) {
+      sst = e.path().string();
+      size = e.file_size();
+    }
+  }
+  ASSERT_FALSE(sst.empty());
+  ASSERT_TRUE(testing::FlipByte(sst, size / 3).ok());
+  std::unique_ptr<RowStore> store = Open(dir);
+  ASSERT_NE(store, nullptr);
+  std::vector<uint8_t> got, want;
+  std::vector<RowRef> refs = Refs(ShuffledRows(1, 3), &got, &want);
+  absl::Status s = store->ReadRows(refs);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_NE(s.message().find("layer "), std::string::npos) << s;
+  // Rows outside the damaged block still read correctly, one by one.
+  int good = 0;
+  for (size_t i = 0; i < refs.size(); i += 37) {
+    if (store->ReadRows({&refs[i], 1}).ok()) {
+      ++good;
+      EXPECT_EQ(0, std::memcmp(refs[i].dst, want.data() + i * 66, 66));
+    }
+  }
+  EXPECT_GT(good, 0);
+}
+
+TEST_F(RowStoreTest, RefusesMismatchedDirectories) {
+  // shard.json of shard 2 next to shard 1's rocksdb/.
+  std::string dir = CopyShard(1);
+  fs::copy_file(ShardDir(2) + "/" + kShardInfoFile, dir + "/" + kShardInfoFile,
+                fs::copy_options::overwrite_existing);
+  absl::StatusOr<std::unique_ptr<RowStore>> s = RowStore::Open(dir, {});
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition) << s.status();
+  EXPECT_NE(s.status().message().find("rocksdb/ holds"), std::string::npos) << s.status();
+
+  // A shard map that claims another shard count.
+  dir = CopyShard(0);
+  absl::StatusOr<ShardMap> map = ShardMap::Load(dir + "/" + kShardMapFile);
+  ASSERT_TRUE(map.ok());
+  map->n_shards = 4;
+  ASSERT_TRUE(map->Save(dir + "/" + kShardMapFile).ok());
+  s = RowStore::Open(dir, {});
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition) << s.status();
+
+  // No rocksdb/ at all.
+  dir = CopyShard(2);
+  ASSERT_TRUE(RemoveTree(dir + "/" + kShardDbDir).ok());
+  s = RowStore::Open(dir, {});
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition) << s.status();
+  EXPECT_EQ(RowStore::Open(scratch_.Sub("nothing"), {}).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(RowStoreTest, StatsReportIndexMemoryAndReads) {
+  std::unique_ptr<RowStore> store = Open(ShardDir(0));
+  ASSERT_NE(store, nullptr);
+  std::vector<uint8_t> got, want;
+  std::vector<RowRef> refs = Refs(ShuffledRows(0, 1), &got, &want);
+  ASSERT_TRUE(store->ReadRows(refs).ok());
+  std::map<std::string, double> stats;
+  for (const auto& [k, v] : store->Stats()) stats[k] = v;
+  EXPECT_GT(stats["rocksdb_index_memory_bytes"], 0);
+  EXPECT_EQ(stats["rocksdb_multiget_keys"], static_cast<double>(refs.size()));
+  EXPECT_GT(stats["rocksdb_file_reads"], 0);
+  EXPECT_GT(stats["rocksdb_sst_bytes"], 0);
+}
+
+}  // namespace
+}  // namespace engram

@@ -1,0 +1,232 @@
+#include "shard/shard_format.h"
+
+#include <cctype>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "rocksdb/cache.h"
+#include "rocksdb/statistics.h"
+#include "rocksdb/table.h"
+#include "shard/file_util.h"
+
+namespace engram {
+namespace {
+
+using nlohmann::json;
+
+bool WellFormedChecksum(const std::string& c) {
+  constexpr std::string_view kPrefix = "xxh3_64:";
+  if (c.size() != kPrefix.size() + 16 || c.compare(0, kPrefix.size(), kPrefix) != 0) {
+    return false;
+  }
+  for (size_t i = kPrefix.size(); i < c.size(); ++i) {
+    if (!std::isxdigit(static_cast<unsigned char>(c[i])) || std::isupper(c[i])) {
+      return false;
+    }
+  }
+  return true;
+}
+
+absl::Status Mismatch(const std::string& what) {
+  return absl::FailedPreconditionError(absl::StrCat("shard.json: ", what));
+}
+
+absl::Status Bad(const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat("shard.json: ", what));
+}
+
+// Reads j[key] as T if it has the JSON kind `is`.
+template <typename T>
+absl::Status Get(const json& j, const char* key, bool (json::*is)() const,
+                 T* out) {
+  auto it = j.find(key);
+  if (it == j.end() || !((*it).*is)()) {
+    return Bad(absl::StrCat("member \"", key, "\" is missing or has the wrong type"));
+  }
+  *out = it->get<T>();
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ShardInfo::Validate(const ShardMap& map) const {
+  if (shard_index >= map.n_shards) {
+    return Mismatch(absl::StrCat("shard_index ", shard_index,
+                                 " is not below the shard map's n_shards ",
+                                 map.n_shards));
+  }
+  if (layers.size() != map.layer_rows.size()) {
+    return Mismatch(absl::StrCat("lists ", layers.size(),
+                                 " layers, the shard map ",
+                                 map.layer_rows.size()));
+  }
+  for (size_t l = 0; l < layers.size(); ++l) {
+    const uint64_t want = map.RowsOnShard(static_cast<uint32_t>(l), shard_index);
+    if (layers[l].rows_owned != want) {
+      return Mismatch(absl::StrCat("layer ", l, " holds ", layers[l].rows_owned,
+                                   " rows, the shard map gives shard ",
+                                   shard_index, " ", want));
+    }
+    if (!WellFormedChecksum(layers[l].checksum)) {
+      return Mismatch(absl::StrCat("layer ", l, " checksum '",
+                                   layers[l].checksum, "' is malformed"));
+    }
+  }
+  if (!WellFormedChecksum(source_checksum)) {
+    return Mismatch(absl::StrCat("source_checksum '", source_checksum,
+                                 "' is malformed"));
+  }
+  return absl::OkStatus();
+}
+
+bool ShardInfo::SameImport(const ShardInfo& other) const {
+  if (shard_index != other.shard_index ||
+      source_checksum != other.source_checksum ||
+      source_kind != other.source_kind ||
+      profile_checksum != other.profile_checksum ||
+      layers.size() != other.layers.size()) {
+    return false;
+  }
+  for (size_t l = 0; l < layers.size(); ++l) {
+    if (layers[l].rows_owned != other.layers[l].rows_owned ||
+        layers[l].checksum != other.layers[l].checksum) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string ShardInfo::ToJson() const {
+  json j;
+  j["format"] = kShardFormat;
+  j["format_version"] = kShardFormatVersion;
+  j["shard_index"] = shard_index;
+  json& ls = j["layers"] = json::array();
+  for (const Layer& l : layers) {
+    ls.push_back({{"layer_id", l.layer_id},
+                  {"rows_owned", l.rows_owned},
+                  {"checksum", l.checksum}});
+  }
+  j["source_checksum"] = source_checksum;
+  j["import"] = {{"source_kind", source_kind},
+                 {"source_path", source_path},
+                 {"profile_checksum", profile_checksum}};
+  return j.dump(2) + "\n";
+}
+
+absl::StatusOr<ShardInfo> ShardInfo::FromJson(std::string_view text) {
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return Bad("not a JSON object");
+  std::string format;
+  int64_t format_version = 0;
+  if (auto s = Get(j, "format", &json::is_string, &format); !s.ok()) return s;
+  if (auto s = Get(j, "format_version", &json::is_number_integer, &format_version);
+      !s.ok()) {
+    return s;
+  }
+  if (format != kShardFormat || format_version != kShardFormatVersion) {
+    return Bad(absl::StrCat("format ", format, " v", format_version,
+                            " is not ", kShardFormat, " v",
+                            kShardFormatVersion));
+  }
+  ShardInfo info;
+  if (auto s = Get(j, "shard_index", &json::is_number_unsigned, &info.shard_index);
+      !s.ok()) {
+    return s;
+  }
+  if (auto s = Get(j, "source_checksum", &json::is_string, &info.source_checksum);
+      !s.ok()) {
+    return s;
+  }
+  auto layers = j.find("layers");
+  if (layers == j.end() || !layers->is_array()) return Bad("\"layers\" must be an array");
+  for (const json& l : *layers) {
+    if (!l.is_object()) return Bad("\"layers\" must hold objects");
+    Layer& out = info.layers.emplace_back();
+    if (auto s = Get(l, "layer_id", &json::is_number_integer, &out.layer_id); !s.ok()) return s;
+    if (auto s = Get(l, "rows_owned", &json::is_number_unsigned, &out.rows_owned); !s.ok()) return s;
+    if (auto s = Get(l, "checksum", &json::is_string, &out.checksum); !s.ok()) return s;
+  }
+  auto imp = j.find("import");
+  if (imp == j.end() || !imp->is_object()) return Bad("\"import\" must be an object");
+  if (auto s = Get(*imp, "source_kind", &json::is_string, &info.source_kind); !s.ok()) return s;
+  if (auto s = Get(*imp, "source_path", &json::is_string, &info.source_path); !s.ok()) return s;
+  if (auto s = Get(*imp, "profile_checksum", &json::is_string, &info.profile_checksum); !s.ok()) return s;
+  return info;
+}
+
+absl::StatusOr<ShardInfo> ShardInfo::Load(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadFileToString(path);
+  if (!text.ok()) return text.status();
+  absl::StatusOr<ShardInfo> info = FromJson(*text);
+  if (!info.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": ", info.status().message()));
+  }
+  return info;
+}
+
+absl::Status ShardInfo::Save(const std::string& path) const {
+  return WriteFileAtomically(path, ToJson());
+}
+
+StoreIdentity StoreIdentity::From(const ShardMap& map, const ShardInfo& info) {
+  return {map.table, map.version, map.n_shards, info.shard_index,
+          info.source_checksum};
+}
+
+std::string StoreIdentity::Encode() const {
+  return json{{"table", table},
+              {"version", version},
+              {"n_shards", n_shards},
+              {"shard_index", shard_index},
+              {"source_checksum", source_checksum}}
+      .dump();
+}
+
+absl::StatusOr<StoreIdentity> StoreIdentity::Decode(std::string_view text) {
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  StoreIdentity id;
+  if (j.is_discarded() || !j.is_object() ||
+      !Get(j, "table", &json::is_string, &id.table).ok() ||
+      !Get(j, "version", &json::is_number_unsigned, &id.version).ok() ||
+      !Get(j, "n_shards", &json::is_number_unsigned, &id.n_shards).ok() ||
+      !Get(j, "shard_index", &json::is_number_unsigned, &id.shard_index).ok() ||
+      !Get(j, "source_checksum", &json::is_string, &id.source_checksum).ok()) {
+    return absl::DataLossError("the store's identity record is malformed");
+  }
+  return id;
+}
+
+rocksdb::Options ShardDbOptions(const ShardDbTuning& tuning) {
+  rocksdb::BlockBasedTableOptions t;
+  t.block_size = 4096;
+  t.block_align = true;  // no block straddles a 4 KiB page
+  t.checksum = rocksdb::kXXH3;
+  t.format_version = 5;
+  t.filter_policy = nullptr;  // every key looked up exists
+  t.index_type = rocksdb::BlockBasedTableOptions::kBinarySearch;
+  t.cache_index_and_filter_blocks = false;  // the table reader owns the index
+  if (tuning.block_cache_bytes > 0) {
+    t.block_cache = rocksdb::NewLRUCache(tuning.block_cache_bytes);
+  } else {
+    t.no_block_cache = true;
+  }
+
+  rocksdb::Options o;
+  o.table_factory.reset(rocksdb::NewBlockBasedTableFactory(t));
+  o.compression = rocksdb::kNoCompression;
+  o.bottommost_compression = rocksdb::kNoCompression;
+  o.disable_auto_compactions = true;
+  o.max_open_files = -1;  // keep every table reader (and its index) open
+  o.use_direct_reads = tuning.direct_io;
+  o.skip_stats_update_on_db_open = true;
+  o.paranoid_checks = true;
+  o.info_log_level = rocksdb::WARN_LEVEL;
+  o.keep_log_file_num = 2;
+  if (tuning.statistics) o.statistics = rocksdb::CreateDBStatistics();
+  return o;
+}
+
+}  // namespace engram

@@ -1,0 +1,102 @@
+// The on-disk format of a shard directory, shared by the importer (writer)
+// and RowStore (reader):
+//
+//   shard_map.json   the table's partitioning (ShardMap)
+//   shard.json       which shard this is and what it holds (ShardInfo)
+//   rocksdb/         the rows: key ShardKey(layer, row), value the stored row;
+//                    plus one StoreIdentity record
+//   hot_profile.bin  optional access counts (shard/hot_profile.h)
+//
+// The RocksDB options live here too so both sides agree on them; each choice
+// and its measured effect is written down in docs/table-format.md.
+#ifndef ENGRAM_SHARD_SHARD_FORMAT_H_
+#define ENGRAM_SHARD_SHARD_FORMAT_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "rocksdb/options.h"
+#include "shard/shard_map.h"
+
+namespace engram {
+
+inline constexpr char kShardInfoFile[] = "shard.json";
+inline constexpr char kShardDbDir[] = "rocksdb";
+inline constexpr char kHotProfileFile[] = "hot_profile.bin";
+inline constexpr char kShardFormat[] = "engram-shard";
+inline constexpr int kShardFormatVersion = 1;
+
+// What one shard directory holds. A plain value type.
+struct ShardInfo {
+  struct Layer {
+    int64_t layer_id = 0;    // transformer layer, for humans
+    uint64_t rows_owned = 0; // == ShardMap::RowsOnShard
+    // XXH3-64 over this shard's rows of the layer in row order,
+    // "xxh3_64:<16 hex>".
+    std::string checksum;
+  };
+
+  uint32_t shard_index = 0;
+  std::vector<Layer> layers;
+  // Identity of the source: XXH3-64 over the source's per-layer checksums
+  // (whole-table, as in the table manifest), in layer order.
+  std::string source_checksum;
+  // Import options that shape the content; a re-import with equal values
+  // (and an equal shard map) is a no-op.
+  std::string source_kind;      // "table" or "gguf"
+  std::string profile_checksum; // of the --profile-trace file; "" = none
+  // Informational: where the rows came from.
+  std::string source_path;
+
+  // shard_index < map.n_shards, one layer per map layer, rows_owned equal
+  // to map.RowsOnShard, checksums well-formed. FailedPrecondition naming the
+  // mismatch.
+  absl::Status Validate(const ShardMap& map) const;
+  // Same shard of the same source imported the same way (source_path
+  // ignored).
+  bool SameImport(const ShardInfo& other) const;
+
+  std::string ToJson() const;
+  static absl::StatusOr<ShardInfo> FromJson(std::string_view text);
+  static absl::StatusOr<ShardInfo> Load(const std::string& path);
+  absl::Status Save(const std::string& path) const;  // atomic
+};
+
+// A record stored in the DB itself under key kStoreIdentityKey (after every
+// row key), so a store can be matched against the JSON files next to it: a
+// shard.json copied next to another shard's rocksdb/ is refused.
+inline constexpr uint64_t kStoreIdentityKey = ~uint64_t{0};
+
+struct StoreIdentity {
+  std::string table;
+  uint64_t version = 0;
+  uint32_t n_shards = 0;
+  uint32_t shard_index = 0;
+  std::string source_checksum;
+
+  static StoreIdentity From(const ShardMap& map, const ShardInfo& info);
+  std::string Encode() const;  // one-line JSON
+  static absl::StatusOr<StoreIdentity> Decode(std::string_view text);
+  bool operator==(const StoreIdentity&) const = default;
+};
+
+// Tuning knobs of the shard DB that differ between runs; everything else is
+// fixed by ShardDbOptions.
+struct ShardDbTuning {
+  bool direct_io = false;          // use_direct_reads
+  size_t block_cache_bytes = 0;    // 0 = no block cache
+  bool statistics = false;         // attach rocksdb::Statistics
+};
+
+// The options every shard DB is written and opened with: 4 KiB aligned,
+// uncompressed blocks with XXH3 checksums, a binary-search index held by the
+// table reader, no filter, all table readers kept open, auto compactions off.
+rocksdb::Options ShardDbOptions(const ShardDbTuning& tuning);
+
+}  // namespace engram
+
+#endif  // ENGRAM_SHARD_SHARD_FORMAT_H_

@@ -1,0 +1,51 @@
+#include "shard/testing/shard_fixture.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/table_gen.h"
+#include "shard/file_util.h"
+
+namespace engram::testing {
+
+TempDir::TempDir() {
+  const char* base = std::getenv("TMPDIR");
+  std::string tmpl = absl::StrCat(base != nullptr && *base ? base : "/tmp",
+                                  "/engram-shard-test-XXXXXX");
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  if (::mkdtemp(buf.data()) != nullptr) path_ = buf.data();
+}
+
+TempDir::~TempDir() {
+  if (!path_.empty()) (void)RemoveTree(path_);
+}
+
+absl::Status MakeSmallTable(const std::string& dir, int64_t engram_vocab_size,
+                            uint64_t seed) {
+  GenTableOptions o;
+  o.out_dir = dir;
+  o.preset = "small";
+  o.engram_vocab_size = engram_vocab_size;
+  o.seed = seed;
+  o.table_name = "shard-test";
+  return GenerateTable(o, nullptr);
+}
+
+absl::Status FlipByte(const std::string& path, uint64_t offset) {
+  const int fd = ::open(path.c_str(), O_RDWR);
+  if (fd < 0) return absl::NotFoundError(absl::StrCat("cannot open ", path));
+  uint8_t b = 0;
+  bool ok = ::pread(fd, &b, 1, static_cast<off_t>(offset)) == 1;
+  b ^= 0x5a;
+  ok = ok && ::pwrite(fd, &b, 1, static_cast<off_t>(offset)) == 1;
+  ::close(fd);
+  return ok ? absl::OkStatus()
+            : absl::InternalError(absl::StrCat("cannot flip byte ", offset, " of ", path));
+}
+
+}  // namespace engram::testing

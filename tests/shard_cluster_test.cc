@@ -1,0 +1,299 @@
+// Three engram-shard processes serving a table imported with engramctl:
+// lookups routed by the shard map and compared byte for byte with the
+// table, a SIGTERM drain with calls in flight, /metrics through promtool,
+// and the daemon's errors for bad flags and data.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/notification.h"
+#include "common/table.h"
+#include "engram/v1/engram_store.grpc.pb.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "gtest/gtest.h"
+#include "service/testing/server_test_util.h"
+#include "service/wire.h"
+#include "shard/shard_map.h"
+
+namespace engram {
+namespace {
+
+using testing::ChildProcess;
+using testing::RunCommand;
+
+constexpr uint32_t kShards = 3;
+constexpr char kLookup[] = "/engram.v1.EngramStore/Lookup";
+const std::string kBin = ENGRAM_BIN_DIR;
+
+struct ShardProcess {
+  std::unique_ptr<ChildProcess> process;
+  int port = 0;
+  int metrics_port = 0;
+};
+
+// Starts engram-shard on a free port and reads the ports from its line
+//   engram-shard: serving shard I/K of TABLE vV on HOST:PORT (metrics :MPORT)
+absl::StatusOr<ShardProcess> StartShard(const std::string& db,
+                                        const std::string& ram_budget) {
+  auto child = ChildProcess::Spawn({kBin + "/engram-shard", "--db", db,
+                                    "--listen", "127.0.0.1:0", "--metrics-port",
+                                    "0", "--ram-budget", ram_budget});
+  if (!child.ok()) return child.status();
+  auto line = (*child)->ReadLine(absl::Seconds(60));
+  if (!line.ok()) return line.status();
+  ShardProcess shard;
+  const size_t on = line->find(" on 127.0.0.1:");
+  const size_t metrics = line->find("(metrics :");
+  if (line->rfind("engram-shard: serving shard ", 0) != 0 ||
+      on == std::string::npos || metrics == std::string::npos ||
+      !absl::SimpleAtoi(line->substr(on + 14, line->find(' ', on + 14) - on - 14),
+                        &shard.port) ||
+      !absl::SimpleAtoi(line->substr(metrics + 10, line->size() - metrics - 11),
+                        &shard.metrics_port)) {
+    return absl::InternalError(absl::StrCat("unexpected first line: ", *line));
+  }
+  shard.process = std::move(*child);
+  return shard;
+}
+
+class ShardClusterTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    root_ = new testing::TempDir("shard_cluster_test");
+    const std::string table = root_->path() + "/table";
+    ASSERT_EQ(RunCommand({kBin + "/engramctl", "gen-table", "--out", table,
+                          "--preset", "small", "--engram-vocab-size",
+                          std::to_string(testing::kSmallVocab), "--table-name",
+                          testing::kSmallTableName, "--table-version",
+                          std::to_string(testing::kSmallTableVersion)})
+                  .value_or(-1),
+              0);
+    for (uint32_t i = 0; i < kShards; ++i) {
+      ASSERT_EQ(RunCommand({kBin + "/engramctl", "import", "--table", table,
+                            "--shards", std::to_string(kShards), "--shard-index",
+                            std::to_string(i), "--out", ShardDir(i)})
+                    .value_or(-1),
+                0);
+    }
+    auto map = ShardMap::Load(ShardDir(0) + "/shard_map.json");
+    ASSERT_TRUE(map.ok()) << map.status();
+    map_ = new ShardMap(*map);
+    auto reader = TableReader::Open(table);
+    ASSERT_TRUE(reader.ok()) << reader.status();
+    table_ = reader->release();
+    for (uint32_t i = 0; i < kShards; ++i) {
+      auto shard = StartShard(ShardDir(i), "64K");
+      ASSERT_TRUE(shard.ok()) << shard.status();
+      shards_[i] = std::move(*shard);
+    }
+  }
+  static void TearDownTestSuite() {
+    for (ShardProcess& s : shards_) s.process.reset();
+    delete table_;
+    delete map_;
+    delete root_;
+  }
+
+  static std::string ShardDir(uint32_t i) {
+    return absl::StrCat(root_->path(), "/shard-", i);
+  }
+
+  static testing::TempDir* root_;
+  static ShardMap* map_;
+  static TableReader* table_;
+  static ShardProcess shards_[kShards];
+};
+
+testing::TempDir* ShardClusterTest::root_ = nullptr;
+ShardMap* ShardClusterTest::map_ = nullptr;
+TableReader* ShardClusterTest::table_ = nullptr;
+ShardProcess ShardClusterTest::shards_[kShards];
+
+// A batch of ids of every layer, spread over the cluster by the shard map,
+// reassembled in request order and compared with the table.
+TEST_F(ShardClusterTest, RoutedLookupsReturnTheTablesBytes) {
+  std::mt19937_64 rng(5);
+  for (int round = 0; round < 5; ++round) {
+    for (uint32_t layer = 0; layer < map_->layer_rows.size(); ++layer) {
+      std::vector<uint64_t> ids(400);
+      for (uint64_t& id : ids) id = rng() % map_->layer_rows[layer];
+      ids.push_back(ids.front());  // a repeat
+      const size_t row_bytes = map_->row_bytes[layer];
+
+      std::vector<std::vector<uint64_t>> per_shard(kShards);
+      for (uint64_t id : ids) per_shard[map_->ShardOf(id)].push_back(id);
+      std::vector<std::string> rows(kShards);
+      for (uint32_t s = 0; s < kShards; ++s) {
+        const wire::LayerRowIds request{layer, per_shard[s]};
+        grpc::Slice slice =
+            wire::EncodeLookupRequest(testing::kSmallTableName,
+                                      testing::kSmallTableVersion, {&request, 1});
+        grpc::ByteBuffer response;
+        const grpc::Status status = testing::RawUnaryCall(
+            *testing::LocalChannel(shards_[s].port), kLookup,
+            grpc::ByteBuffer(&slice, 1), &response);
+        ASSERT_TRUE(status.ok()) << status.error_message();
+        rows[s].resize(per_shard[s].size() * row_bytes);
+        ASSERT_TRUE(wire::DecodeLookupResponse(
+                        response, {reinterpret_cast<uint8_t*>(rows[s].data()),
+                                   rows[s].size()})
+                        .ok());
+      }
+      std::string got;
+      std::vector<size_t> next(kShards, 0);
+      for (uint64_t id : ids) {
+        const uint32_t s = map_->ShardOf(id);
+        got.append(rows[s], next[s]++ * row_bytes, row_bytes);
+      }
+      ASSERT_TRUE(got == testing::ExpectedRows(*table_, layer, ids))
+          << "layer " << layer << " round " << round;
+    }
+  }
+}
+
+TEST_F(ShardClusterTest, InfoNamesEachShard) {
+  for (uint32_t s = 0; s < kShards; ++s) {
+    auto stub = v1::EngramStore::NewStub(testing::LocalChannel(shards_[s].port));
+    grpc::ClientContext context;
+    v1::InfoResponse info;
+    ASSERT_TRUE(stub->Info(&context, v1::InfoRequest(), &info).ok());
+    EXPECT_EQ(info.shard_index(), s);
+    EXPECT_EQ(info.n_shards(), kShards);
+    EXPECT_EQ(info.table(), testing::kSmallTableName);
+    EXPECT_LE(info.hot_bytes(), 64u << 10);
+  }
+}
+
+TEST_F(ShardClusterTest, MetricsPassPromtool) {
+  std::mt19937_64 rng(3);
+  const std::vector<uint64_t> ids = testing::RandomOwnedIds(*map_, 0, 0, 50, rng);
+  auto stub = v1::EngramStore::NewStub(testing::LocalChannel(shards_[0].port));
+  v1::LookupRequest request;
+  v1::LayerRows* layer = request.add_layers();
+  for (uint64_t id : ids) layer->add_row_ids(id);
+  grpc::ClientContext context;
+  v1::LookupResponse response;
+  ASSERT_TRUE(stub->Lookup(&context, request, &response).ok());
+
+  auto page = testing::HttpGet(shards_[0].metrics_port, "/metrics");
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_GE(testing::MetricValue(*page, "engram_shard_bytes_total{layer=\"0\"}")
+                .value_or(0),
+            50.0 * map_->row_bytes[0]);
+  const std::string file = root_->path() + "/metrics.txt";
+  FILE* f = std::fopen(file.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fwrite(page->data(), 1, page->size(), f);
+  std::fclose(f);
+  auto rc = RunCommand({"promtool", "check", "metrics"}, file);
+  ASSERT_TRUE(rc.ok()) << rc.status();
+  EXPECT_EQ(*rc, 0) << *page;
+}
+
+// SIGTERM with calls in flight: each completes with the right bytes, the
+// process exits 0, and afterwards the port refuses calls.
+TEST_F(ShardClusterTest, SigtermDrainsInFlightCalls) {
+  auto shard = StartShard(ShardDir(1), "0");  // every row from disk
+  ASSERT_TRUE(shard.ok()) << shard.status();
+  std::mt19937_64 rng(11);
+  const std::vector<uint64_t> ids = testing::RandomOwnedIds(*map_, 1, 1, 60000, rng);
+  const std::string expected = testing::ExpectedRows(*table_, 1, ids);
+  const wire::LayerRowIds layer{1, ids};
+  grpc::Slice slice = wire::EncodeLookupRequest("", 0, {&layer, 1});
+  const grpc::ByteBuffer request(&slice, 1);
+
+  struct Pending {
+    grpc::ClientContext context;
+    grpc::ByteBuffer response;
+    grpc::Status status;
+    absl::Notification done;
+  };
+  constexpr int kCalls = 12;
+  auto channel = testing::LocalChannel(shard->port);
+  grpc::GenericStub stub(channel);
+  std::vector<std::unique_ptr<Pending>> calls;
+  for (int i = 0; i < kCalls; ++i) {
+    calls.push_back(std::make_unique<Pending>());
+    Pending* p = calls.back().get();
+    stub.UnaryCall(&p->context, kLookup, grpc::StubOptions(), &request,
+                   &p->response, [p](grpc::Status s) {
+                     p->status = std::move(s);
+                     p->done.Notify();
+                   });
+  }
+  double inflight = 0;
+  for (int i = 0; i < 2000 && inflight < kCalls / 2; ++i) {
+    auto page = testing::HttpGet(shard->metrics_port, "/metrics");
+    ASSERT_TRUE(page.ok()) << page.status();
+    inflight =
+        testing::MetricValue(*page, "engram_shard_inflight_requests").value_or(0);
+  }
+  EXPECT_GE(inflight, kCalls / 2) << "calls finished too fast to test a drain";
+  shard->process->Signal(SIGTERM);
+
+  std::string rows(expected.size(), '\0');
+  for (auto& p : calls) {
+    p->done.WaitForNotification();
+    ASSERT_TRUE(p->status.ok()) << p->status.error_message();
+    ASSERT_TRUE(wire::DecodeLookupResponse(
+                    p->response, {reinterpret_cast<uint8_t*>(rows.data()), rows.size()})
+                    .ok());
+    EXPECT_TRUE(rows == expected);
+  }
+  const int status = shard->process->Wait();
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+
+  grpc::ByteBuffer response;
+  EXPECT_EQ(testing::RawUnaryCall(*testing::LocalChannel(shard->port), kLookup,
+                                  request, &response, absl::Seconds(2))
+                .error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+}
+
+// Bad flags exit 2 and bad data or a taken port exit 1, each with a line on
+// stderr saying what is wrong.
+TEST_F(ShardClusterTest, BadFlagsAndDataFailWithOneLine) {
+  struct Case {
+    std::vector<std::string> args;
+    int exit_code;
+    std::string message_part;
+  };
+  const std::vector<Case> cases = {
+      {{}, 2, "--db"},
+      {{"--db", ShardDir(0), "--ram-budget", "12Q"}, 2, "12Q"},
+      {{"--db", ShardDir(0), "--threads", "0"}, 2, "threads"},
+      {{"--db", root_->path() + "/nope"}, 1, root_->path() + "/nope"},
+      {{"--db", ShardDir(0), "--listen",
+        absl::StrCat("127.0.0.1:", shards_[0].port)},
+       1, "cannot listen"},
+  };
+  const std::string err = root_->path() + "/stderr.txt";
+  for (const Case& c : cases) {
+    std::vector<std::string> argv = {kBin + "/engram-shard"};
+    argv.insert(argv.end(), c.args.begin(), c.args.end());
+    auto rc = RunCommand(argv, "", err);
+    ASSERT_TRUE(rc.ok()) << rc.status();
+    EXPECT_EQ(*rc, c.exit_code) << absl::StrJoin(c.args, " ");
+    const std::string text = testing::ReadFile(err);
+    std::vector<std::string> lines = absl::StrSplit(text, '\n', absl::SkipEmpty());
+    ASSERT_FALSE(lines.empty());
+    // gRPC may log its own bind failure first; ours is the last line.
+    EXPECT_EQ(lines.back().rfind("engram-shard: ", 0), 0u) << text;
+    EXPECT_NE(lines.back().find(c.message_part), std::string::npos) << text;
+    if (c.exit_code == 2) {
+      EXPECT_EQ(lines.size(), 1u) << text;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace engram

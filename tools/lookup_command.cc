@@ -1,0 +1,122 @@
+#include "tools/lookup_command.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+
+#include "absl/flags/declare.h"
+#include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "client/engram_client.h"
+
+ABSL_DECLARE_FLAG(std::string, table);
+ABSL_DECLARE_FLAG(std::string, shards);
+ABSL_FLAG(std::string, tokens, "", "lookup: token ids, space-separated (one fresh sequence)");
+ABSL_FLAG(bool, json, false, "lookup: print one JSON array with every row's values");
+ABSL_FLAG(int32_t, values, 4, "lookup: values of each row shown in the text output");
+ABSL_FLAG(std::string, shard_map, "",
+          "lookup: the shard map (default: derived from the table and --shards)");
+
+namespace engram {
+namespace {
+
+int Fail(const std::string& line) {
+  std::fprintf(stderr, "engramctl: %s\n", line.c_str());
+  return 2;
+}
+
+// Shortest text that reads back as the same float.
+std::string FloatText(float v) {
+  if (!std::isfinite(v)) return "null";
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof(buf), v);
+  return std::string(buf, r.ptr);
+}
+
+}  // namespace
+
+int LookupCommand(const std::vector<std::string>& args) {
+  if (!args.empty()) return Fail("lookup takes flags only, not '" + args[0] + "'");
+  ClientOptions o;
+  o.table_dir = absl::GetFlag(FLAGS_table);
+  o.shard_map_path = absl::GetFlag(FLAGS_shard_map);
+  if (o.table_dir.empty()) return Fail("lookup needs --table DIR (the table's directory)");
+  const std::string shards = absl::GetFlag(FLAGS_shards);
+  if (shards.empty()) {
+    return Fail("lookup needs --shards host:port,... (shard 0 first; a|b for replicas)");
+  }
+  for (absl::string_view shard : absl::StrSplit(shards, ',')) {
+    std::vector<std::string> replicas = absl::StrSplit(shard, '|', absl::SkipEmpty());
+    if (replicas.empty()) return Fail("--shards has an empty entry; list host:port per shard");
+    o.shard_addresses.push_back(std::move(replicas));
+  }
+  std::vector<int64_t> tokens;
+  for (absl::string_view t :
+       absl::StrSplit(absl::GetFlag(FLAGS_tokens), absl::ByAnyChar(" \t,"), absl::SkipEmpty())) {
+    int64_t id;
+    if (!absl::SimpleAtoi(t, &id)) {
+      return Fail(absl::StrCat("--tokens: '", t, "' is not a token id"));
+    }
+    tokens.push_back(id);
+  }
+  if (tokens.empty()) return Fail("lookup needs --tokens \"ID ID ...\" (at least one token id)");
+
+  absl::StatusOr<std::unique_ptr<EngramClient>> client = EngramClient::Create(o);
+  if (!client.ok()) return Fail(absl::StrCat("lookup: ", client.status().message()));
+  EngramClient& c = **client;
+  std::unique_ptr<Sequence> seq = c.NewSequence();
+  Sequence* ptr = seq.get();
+  const int64_t T = static_cast<int64_t>(tokens.size());
+  const std::vector<int64_t> start = {0};
+  absl::StatusOr<Step> step = c.Prefetch({std::span(&ptr, 1), start, T, tokens, {}});
+  if (!step.ok()) return Fail(absl::StrCat("lookup: ", step.status().message()));
+
+  const int L = c.n_layers(), C = c.n_cols();
+  std::vector<std::vector<float>> values(static_cast<size_t>(L));
+  for (int l = 0; l < L; ++l) {
+    values[l].resize(static_cast<size_t>(T * C * c.head_dim(l)));
+    std::span<uint8_t> out(reinterpret_cast<uint8_t*>(values[l].data()),
+                           values[l].size() * sizeof(float));
+    if (absl::Status s = step->Wait(l, RowFormat::kF32, out); !s.ok()) {
+      std::fprintf(stderr, "engramctl: lookup: %s\n", std::string(s.message()).c_str());
+      return 1;
+    }
+  }
+  const std::span<const RowId> ids = step->row_ids();
+  const int shown = std::max(0, absl::GetFlag(FLAGS_values));
+  const bool json = absl::GetFlag(FLAGS_json);
+  if (json) std::fputc('[', stdout);
+  bool first = true;
+  for (int64_t p = 0; p < T; ++p) {
+    for (int l = 0; l < L; ++l) {
+      const int hd = c.head_dim(l);
+      for (int col = 0; col < C; ++col) {
+        const RowId row = ids[(static_cast<size_t>(p) * L + l) * C + col];
+        const float* v = &values[l][(static_cast<size_t>(p) * C + col) * hd];
+        const int shard = static_cast<int>(row % static_cast<uint64_t>(c.n_shards()));
+        if (json) {
+          std::string line = absl::StrCat(first ? "" : ",", "\n{\"pos\":", p, ",\"layer\":", l,
+                                           ",\"col\":", col, ",\"row_id\":", row,
+                                           ",\"shard\":", shard, ",\"values\":[");
+          for (int j = 0; j < hd; ++j) absl::StrAppend(&line, j ? "," : "", FloatText(v[j]));
+          line += "]}";
+          std::fputs(line.c_str(), stdout);
+          first = false;
+        } else {
+          std::string line = absl::StrCat("pos ", p, " layer ", l, " (transformer layer ",
+                                          c.layout().engram_layer_ids[l], ") col ", col,
+                                          " row ", row, " shard ", shard, ":");
+          for (int j = 0; j < std::min(shown, hd); ++j) absl::StrAppend(&line, " ", FloatText(v[j]));
+          if (shown < hd) line += " ...";
+          std::puts(line.c_str());
+        }
+      }
+    }
+  }
+  if (json) std::fputs("\n]\n", stdout);
+  return 0;
+}
+
+}  // namespace engram
