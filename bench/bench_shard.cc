@@ -37,6 +37,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "bench/bench_shard_grpc.h"
@@ -68,6 +69,9 @@ ABSL_FLAG(std::string, shard_binary, "",
 ABSL_FLAG(int32_t, reader_threads, 32, "engram-shard --reader-threads");
 ABSL_FLAG(int32_t, disk_threads, 32, "threads of the O_DIRECT read ceiling");
 ABSL_FLAG(bool, proto, true, "also measure the generated protobuf stub");
+ABSL_FLAG(std::string, configs, "hot,tenth,tail",
+          "which configurations to run (for profiling one): hot = hot tier "
+          "100%, tenth = 10%, tail = 0% with direct I/O");
 
 namespace engram::bench {
 namespace {
@@ -364,6 +368,7 @@ absl::Status MeasureTail(const Workload& w, int rounds, absl::Duration warmup,
 }
 
 void PrintRow(const Row& r) {
+  if (r.config.empty()) return;  // not run (--configs)
   char hit[16] = "-";
   if (r.hot_share >= 0) std::snprintf(hit, sizeof(hit), "%.1f%%", r.hot_share * 100);
   char cores[16] = "-";
@@ -474,9 +479,20 @@ absl::Status Run() {
   std::fflush(stdout);
 
   Report report;
-  if (absl::Status s = MeasureHot(w, rounds, warmup, &report); !s.ok()) return s;
-  if (absl::Status s = MeasureTenth(w, warmup, &report); !s.ok()) return s;
-  if (absl::Status s = MeasureTail(w, rounds, warmup, &report); !s.ok()) return s;
+  const std::string configs = absl::GetFlag(FLAGS_configs);
+  auto wanted = [&configs](const char* name) {
+    return absl::StrContains(absl::StrCat(",", configs, ","),
+                             absl::StrCat(",", name, ","));
+  };
+  if (wanted("hot")) {
+    if (absl::Status s = MeasureHot(w, rounds, warmup, &report); !s.ok()) return s;
+  }
+  if (wanted("tenth")) {
+    if (absl::Status s = MeasureTenth(w, warmup, &report); !s.ok()) return s;
+  }
+  if (wanted("tail")) {
+    if (absl::Status s = MeasureTail(w, rounds, warmup, &report); !s.ok()) return s;
+  }
   PrintReport(w, report);
   return absl::OkStatus();
 }

@@ -62,11 +62,9 @@ absl::Status WriteTrace(const BenchTableOptions& o, int64_t vocab_size,
 }
 
 void Progress(const char* what, uint64_t done, uint64_t total) {
-  if (done == total || done % (uint64_t{1} << 18) == 0) {
-    std::fprintf(stderr, "\r  %s: %llu / %llu rows", what,
-                 static_cast<unsigned long long>(done),
+  if (done == total) {
+    std::fprintf(stderr, "  %s: %llu rows\n", what,
                  static_cast<unsigned long long>(total));
-    if (done == total) std::fprintf(stderr, "\n");
   }
 }
 

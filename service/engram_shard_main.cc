@@ -22,7 +22,9 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/flags.h"
 #include "service/log.h"
 #include "service/shard_server.h"
 
@@ -57,24 +59,15 @@ int Fail(int code, const std::string& message) {
   return code;
 }
 
-// Abseil flag names are identifiers; accept --metrics-port as --metrics_port.
-void UnderscoreFlagNames(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    char* arg = argv[i];
-    if (std::strncmp(arg, "--", 2) != 0) continue;
-    if (arg[2] == '\0') break;  // "--": the rest is positional
-    for (char* p = arg + 2; *p != '\0' && *p != '='; ++p) {
-      if (*p == '-') *p = '_';
-    }
-  }
-}
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Debian's abseil is built with deadlock detection on, which makes every
+  // Mutex (gRPC core creates several per call) maintain a lock graph.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   absl::SetProgramUsageMessage(kUsage);
-  UnderscoreFlagNames(argc, argv);
-  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  std::vector<char*> positional = engram::ParseFlags(argc, argv);
   if (positional.size() > 1) {
     return Fail(2, absl::StrCat("unexpected argument '", positional[1],
                                 "'; pass the shard directory as --db DIR"));

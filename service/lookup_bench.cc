@@ -31,6 +31,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/table_gen.h"
 #include "engram/v1/engram_store.grpc.pb.h"
@@ -318,6 +319,7 @@ int Main() {
 }  // namespace engram
 
 int main(int argc, char** argv) {
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);  // as engram-shard
   absl::ParseCommandLine(argc, argv);
   return engram::Main();
 }

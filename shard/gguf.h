@@ -14,6 +14,7 @@
 #define ENGRAM_SHARD_GGUF_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>

@@ -20,6 +20,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "client/hash_golden.h"
+#include "common/flags.h"
 #include "common/table_gen.h"
 #include "tools/lookup_command.h"
 #include "tools/progress.h"
@@ -120,23 +121,12 @@ int GenTable(const std::vector<std::string>& args) {
 }
 
 // Rewrites "--shard-index=3" as "--shard_index=3" (absl flags use '_').
-void NormalizeFlagDashes(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    char* a = argv[i];
-    if (a[0] != '-' || a[1] != '-') continue;
-    if (a[2] == '\0') break;  // "--": the rest is positional
-    for (char* c = a + 2; *c != '\0' && *c != '='; ++c) {
-      if (*c == '-') *c = '_';
-    }
-  }
-}
 
 }  // namespace
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
-  NormalizeFlagDashes(argc, argv);
-  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  std::vector<char*> positional = engram::ParseFlags(argc, argv);
   if (positional.size() < 2) {
     std::fputs(kUsage, stderr);
     return 2;
