@@ -8,26 +8,25 @@
 namespace engram {
 namespace {
 
-using u128 = Uint128;
+__extension__ typedef unsigned __int128 u128;
 
-// Lemire, Kaser, Kurz: "Faster remainder by direct computation" (2019).
-// With M = ceil(2^128 / d), a mod d == high64((M * a mod 2^128) * d >> 64)
-// for every 64-bit a and d.
-inline u128 ComputeMagic(uint64_t d) {
-  return std::numeric_limits<u128>::max() / d + 1;  // d == 1 wraps to 0: a mod 1 == 0
-}
+// Barrett reduction with a 64-bit reciprocal: with M = floor((2^64 - 1) / d),
+// q = high64(a * M) is floor(a / d) or one less for every 64-bit a (the
+// error a * (2^64/d - M) / 2^64 is below 1), so a - q * d needs at most one
+// correction. One widening multiply and one plain multiply instead of a
+// 64-bit divide.
+inline uint64_t ComputeMagic(uint64_t d) { return ~uint64_t{0} / d; }
 
-inline uint64_t FastMod(uint64_t a, u128 magic, uint64_t d) {
-  const u128 low = magic * a;
-  const u128 bottom = (static_cast<u128>(static_cast<uint64_t>(low)) * d) >> 64;
-  const u128 top = (low >> 64) * d;
-  return static_cast<uint64_t>((bottom + top) >> 64);
+inline uint64_t FastMod(uint64_t a, uint64_t magic, uint64_t d) {
+  const uint64_t q = static_cast<uint64_t>((static_cast<u128>(a) * magic) >> 64);
+  const uint64_t r = a - q * d;
+  return r >= d ? r - d : r;
 }
 
 // floor_mod(x, d) for d > 0 from an unsigned remainder: for negative x,
 // floor_mod(x, d) = d - 1 - (~x mod d), and ~x = -x - 1 >= 0.
 template <bool kFast>
-inline uint64_t FloorMod(int64_t x, u128 magic, uint64_t d) {
+inline uint64_t FloorMod(int64_t x, uint64_t magic, uint64_t d) {
   const uint64_t neg = static_cast<uint64_t>(x >> 63);  // all ones if x < 0
   const uint64_t u = static_cast<uint64_t>(x) ^ neg;
   const uint64_t r = kFast ? FastMod(u, magic, d) : u % d;

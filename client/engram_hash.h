@@ -21,8 +21,6 @@ namespace engram {
 
 using RowId = uint64_t;
 
-__extension__ typedef unsigned __int128 Uint128;
-
 // The normalised-id cache of one sequence, kept across calls (a prefill, then
 // decode steps whose look-back reaches into it). Not thread-safe: one
 // sequence is hashed by one thread at a time.
@@ -49,8 +47,9 @@ class SequenceState {
 // Options for NgramHasher.
 struct HasherOptions {
   // How each column's floor-mod is computed. kFast (the default) uses a
-  // precomputed 128-bit reciprocal per prime (Lemire's method); kDivide uses
-  // the hardware divide, as the reference does. Both give identical ids;
+  // precomputed 64-bit reciprocal per prime (Barrett reduction: one widening
+  // multiply, one multiply, one conditional subtract); kDivide uses the
+  // hardware divide, as the reference does. Both give identical ids;
   // kDivide exists so benchmarks can show the difference.
   enum class Modulo { kFast, kDivide };
   Modulo modulo = Modulo::kFast;
@@ -92,7 +91,7 @@ class NgramHasher {
 
  private:
   struct Column {
-    Uint128 magic;  // ceil(2^128 / prime)
+    uint64_t magic;  // floor((2^64 - 1) / prime), for Barrett reduction
     uint64_t prime;
     uint64_t offset;
   };
