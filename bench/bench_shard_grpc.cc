@@ -11,7 +11,6 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 
@@ -127,14 +126,6 @@ std::shared_ptr<grpc::Channel> BenchChannel(int port) {
   args.SetMaxSendMessageSize(-1);
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   args.SetInt("engram.bench_channel", next_channel.fetch_add(1));
-  if (const char* env = std::getenv("BENCH_CHANNEL_ARGS")) {  // EXPERIMENT
-    for (absl::string_view kv : absl::StrSplit(env, ',', absl::SkipEmpty())) {
-      std::pair<std::string, std::string> p = absl::StrSplit(kv, '=');
-      int v = 0;
-      (void)absl::SimpleAtoi(p.second, &v);
-      args.SetInt(p.first, v);
-    }
-  }
   return grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", port),
                                    grpc::InsecureChannelCredentials(), args);
 }

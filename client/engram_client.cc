@@ -19,19 +19,6 @@ namespace engram {
 
 namespace {
 
-inline uint64_t Mix(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  return x;
-}
-
-size_t TableCapacity(size_t n) {
-  size_t cap = 64;
-  while (cap < 2 * n) cap <<= 1;
-  return cap;
-}
-
 constexpr uint32_t kLocal = 0x80000000u;  // unique_pos flag: local cache row
 
 absl::StatusOr<ShardMap> ShardMapFor(const TableManifest& manifest,
@@ -205,10 +192,7 @@ void EngramClient::Impl::Dedup(StepState& st, int layer) {
   StepState::Layer& ly = st.layers[layer];
   const size_t bt = static_cast<size_t>(st.batch * st.tokens);
   const size_t n = bt * static_cast<size_t>(n_cols);
-  const size_t cap = TableCapacity(n);
-  const int shift = 64 - __builtin_ctzll(cap);
-  ly.table_keys.assign(cap, 0);
-  ly.table_vals.resize(cap);
+  ly.seen.Reset(n);
   ly.unique_rows.clear();
   ly.id_unique.resize(n);
   size_t i = 0;
@@ -217,19 +201,10 @@ void EngramClient::Impl::Dedup(StepState& st, int layer) {
         &st.ids[(p * static_cast<size_t>(n_layers) + static_cast<size_t>(layer)) *
                 static_cast<size_t>(n_cols)];
     for (int c = 0; c < n_cols; ++c, ++i) {
-      const uint64_t key = row_ids[c] + 1;
-      size_t h = static_cast<size_t>(Mix(key) >> shift);
-      while (true) {
-        if (ly.table_keys[h] == key) break;
-        if (ly.table_keys[h] == 0) {
-          ly.table_keys[h] = key;
-          ly.table_vals[h] = static_cast<uint32_t>(ly.unique_rows.size());
-          ly.unique_rows.push_back(row_ids[c]);
-          break;
-        }
-        h = (h + 1) & (cap - 1);
-      }
-      ly.id_unique[i] = ly.table_vals[h];
+      const uint32_t next = static_cast<uint32_t>(ly.unique_rows.size());
+      const uint32_t u = ly.seen.FindOrInsert(row_ids[c], next);
+      if (u == next) ly.unique_rows.push_back(row_ids[c]);
+      ly.id_unique[i] = u;
     }
   }
 }

@@ -9,39 +9,6 @@
 #include "shard/hot_profile.h"
 
 namespace engram {
-namespace {
-
-inline uint64_t Mix(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  return x;
-}
-
-}  // namespace
-
-int64_t LocalCache::Slot(uint32_t layer, uint64_t row) const {
-  if (keys_.empty()) return -1;
-  const uint64_t key = Key(layer, row);
-  size_t h = static_cast<size_t>(Mix(key) >> shift_);
-  const size_t mask = keys_.size() - 1;
-  while (keys_[h] != 0) {
-    if (keys_[h] == key) return index_[h];
-    h = (h + 1) & mask;
-  }
-  return -1;
-}
-
-void LocalCache::Insert(uint32_t layer, uint64_t row, uint64_t offset) {
-  const uint64_t key = Key(layer, row);
-  size_t h = static_cast<size_t>(Mix(key) >> shift_);
-  const size_t mask = keys_.size() - 1;
-  while (keys_[h] != 0 && keys_[h] != key) h = (h + 1) & mask;
-  keys_[h] = key;
-  index_[h] = static_cast<uint32_t>(offsets_.size());
-  offsets_.push_back(offset);
-}
-
 absl::StatusOr<std::unique_ptr<LocalCache>> LocalCache::Build(EngramClient& client) {
   EngramClient::Impl& c = *client.impl_;
   const ClientOptions& o = c.options;
@@ -72,11 +39,10 @@ absl::StatusOr<std::unique_ptr<LocalCache>> LocalCache::Build(EngramClient& clie
     rows[e.layer].push_back(e.row);
   }
   auto cache = std::unique_ptr<LocalCache>(new LocalCache());
-  size_t cap = 64;
-  while (cap < 2 * std::max<size_t>(1, all.size())) cap <<= 1;
-  cache->keys_.assign(cap, 0);
-  cache->index_.assign(cap, 0);
-  cache->shift_ = 64 - __builtin_ctzll(cap);
+  uint64_t n_rows = 0;
+  for (const auto& r : rows) n_rows += r.size();
+  cache->index_.Reset(n_rows);
+  cache->offsets_.reserve(n_rows);
   cache->arena_.resize(used);
 
   // Fetch through the ordinary step machinery: one "step" whose unique rows
@@ -93,7 +59,9 @@ absl::StatusOr<std::unique_ptr<LocalCache>> LocalCache::Build(EngramClient& clie
     const std::vector<const uint8_t*> src = c.UniqueRowSources(*step, l);
     for (size_t k = 0; k < rows[l].size(); ++k) {
       std::memcpy(cache->arena_.data() + off, src[k], rb);
-      cache->Insert(static_cast<uint32_t>(l), rows[l][k], off);
+      cache->index_.Insert(Key(static_cast<uint32_t>(l), rows[l][k]),
+                           static_cast<uint32_t>(cache->offsets_.size()));
+      cache->offsets_.push_back(off);
       off += rb;
     }
   }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/key_index.h"
 
 namespace engram {
 
@@ -23,26 +24,24 @@ class LocalCache {
   // local_cache_bytes is used, and fetches them through `client`.
   static absl::StatusOr<std::unique_ptr<LocalCache>> Build(EngramClient& client);
 
-  bool Contains(uint32_t layer, uint64_t row) const { return Slot(layer, row) >= 0; }
+  bool Contains(uint32_t layer, uint64_t row) const {
+    return index_.Find(Key(layer, row)) != KeySlotIndex::kNoSlot;
+  }
   // The row's stored bytes; REQUIRES: Contains(layer, row).
   const uint8_t* Find(uint32_t layer, uint64_t row) const {
-    return arena_.data() + offsets_[static_cast<size_t>(Slot(layer, row))];
+    return arena_.data() + offsets_[index_.Find(Key(layer, row))];
   }
   uint64_t bytes() const { return arena_.size(); }
   uint64_t rows() const { return offsets_.size(); }
 
  private:
   static uint64_t Key(uint32_t layer, uint64_t row) {
-    return ((static_cast<uint64_t>(layer) << 48) | row) + 1;
+    return (static_cast<uint64_t>(layer) << 48) | row;
   }
-  int64_t Slot(uint32_t layer, uint64_t row) const;
-  void Insert(uint32_t layer, uint64_t row, uint64_t offset);
 
-  std::vector<uint64_t> keys_;     // open addressing, 0 = empty
-  std::vector<uint32_t> index_;    // -> offsets_
+  KeySlotIndex index_;             // key -> index into offsets_
   std::vector<uint64_t> offsets_;  // row's bytes in arena_
   std::vector<uint8_t> arena_;
-  int shift_ = 64;
 };
 
 }  // namespace engram

@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "client/engram_hash.h"
 #include "client/shard_channels.h"
+#include "common/key_index.h"
 
 namespace engram {
 
@@ -22,8 +23,7 @@ struct StepState {
   // Per layer: de-duplicated rows, grouped by shard, and where each of the
   // layer's ids finds its bytes.
   struct Layer {
-    std::vector<uint64_t> table_keys;   // open addressing: row + 1, 0 = empty
-    std::vector<uint32_t> table_vals;   // unique index
+    KeySlotIndex seen;                  // row -> unique index
     std::vector<uint64_t> unique_rows;  // in first-seen order
     std::vector<uint32_t> unique_pos;   // unique index -> arena slot or local
     std::vector<uint64_t> grouped;      // fetched rows, grouped by shard

@@ -7,7 +7,8 @@
 //
 // Once serving it prints one line to stdout (the port is the bound one, so
 // --listen HOST:0 can be used to pick a free port):
-//   engram-shard: serving shard I/K of TABLE vVERSION on HOST:PORT (metrics :MPORT)
+//   engram-shard: serving shard I/K of TABLE vVERSION on HOST:PORT (metrics
+//   :MPORT)
 // Exit status: 0 after a clean shutdown, 2 for bad flags, 1 when the shard
 // cannot be served (bad data, address in use); one line on stderr says why.
 #include <pthread.h>
@@ -58,7 +59,6 @@ int Fail(int code, const std::string& message) {
   std::fprintf(stderr, "engram-shard: %s\n", message.c_str());
   return code;
 }
-
 
 }  // namespace
 

@@ -19,8 +19,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <functional>
 #include <cstdio>
+#include <functional>
 #include <random>
 #include <string>
 #include <thread>
@@ -287,7 +287,8 @@ int Main() {
       "rows/request  response_bytes  tcp_MB/s  raw_MB/s  proto_MB/s  raw/tcp  "
       "proto/tcp  (%d streams, median of %d)\n",
       streams, kRepetitions);
-  for (absl::string_view text : absl::StrSplit(absl::GetFlag(FLAGS_rows), ',')) {
+  for (absl::string_view text :
+       absl::StrSplit(absl::GetFlag(FLAGS_rows), ',')) {
     size_t n_rows;
     if (!absl::SimpleAtoi(text, &n_rows)) return 2;
     std::mt19937_64 rng(1);
@@ -301,8 +302,9 @@ int Main() {
       tcp.push_back(Measure(streams, seconds, rows_size, [&] {
         return TcpCall(echo.port(), ids.size() * 3, rows_size);
       }));
-      raw.push_back(Measure(streams, seconds, rows_size,
-                            [&] { return RawLookupCall(port, ids, rows_size); }));
+      raw.push_back(Measure(streams, seconds, rows_size, [&] {
+        return RawLookupCall(port, ids, rows_size);
+      }));
       proto.push_back(Measure(streams, seconds, rows_size,
                               [&] { return StubLookupCall(port, ids); }));
     }
@@ -319,7 +321,8 @@ int Main() {
 }  // namespace engram
 
 int main(int argc, char** argv) {
-  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);  // as engram-shard
+  absl::SetMutexDeadlockDetectionMode(
+      absl::OnDeadlockCycle::kIgnore);  // as engram-shard
   absl::ParseCommandLine(argc, argv);
   return engram::Main();
 }

@@ -48,19 +48,19 @@ ShardMetrics::ShardMetrics(metrics::Registry& registry, int n_layers)
                             .Register(registry)
                             .Add({{"part", "cached"}})),
       registry_(registry) {
-  auto& durations =
-      metrics::BuildHistogram()
-          .Name("engram_shard_request_duration_seconds")
-          .Help("RPC latency inside the server, by method.")
-          .Register(registry);
+  auto& durations = metrics::BuildHistogram()
+                        .Name("engram_shard_request_duration_seconds")
+                        .Help("RPC latency inside the server, by method.")
+                        .Register(registry);
   for (int m = 0; m < kMethods; ++m) {
     request_duration_[m] =
         &durations.Add({{"method", kMethodNames[m]}}, LatencyBuckets());
   }
-  auto& rows = metrics::BuildCounter()
-                   .Name("engram_shard_rows_total")
-                   .Help("Rows served, by layer and by the tier that held them.")
-                   .Register(registry);
+  auto& rows =
+      metrics::BuildCounter()
+          .Name("engram_shard_rows_total")
+          .Help("Rows served, by layer and by the tier that held them.")
+          .Register(registry);
   auto& bytes = metrics::BuildCounter()
                     .Name("engram_shard_bytes_total")
                     .Help("Row bytes served, by layer.")

@@ -3,10 +3,10 @@
 //   engram_shard_requests_total{method,code}         counter
 //   engram_shard_request_duration_seconds{method}    histogram
 //   engram_shard_inflight_requests                   gauge
-//   engram_shard_rows_total{layer,tier}              counter (pinned|cached|disk)
-//   engram_shard_bytes_total{layer}                  counter (row bytes served)
-//   engram_shard_disk_read_duration_seconds          histogram (one per batch)
-//   engram_shard_data_loss_total                     counter
+//   engram_shard_rows_total{layer,tier}              counter
+//   (pinned|cached|disk) engram_shard_bytes_total{layer} counter (row bytes
+//   served) engram_shard_disk_read_duration_seconds          histogram (one per
+//   batch) engram_shard_data_loss_total                     counter
 //   engram_shard_hot_tier_bytes{part}                gauge (pinned|cached)
 //   engram_shard_rocksdb_*                           gauges (RowStore::Stats())
 //

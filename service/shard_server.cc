@@ -53,8 +53,8 @@ absl::Status ShardServerOptions::Validate() const {
                      " is not -1 (off), 0 (any) or a port up to 65535"));
   }
   if (options.threads < 1 || options.threads > 1024) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "threads = ", options.threads, " is not in 1..1024"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("threads = ", options.threads, " is not in 1..1024"));
   }
   if (options.reader_threads < 1 || options.reader_threads > 1024) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -70,6 +70,10 @@ absl::Status ShardServerOptions::Validate() const {
 }
 
 namespace {
+
+// How long no call may have been in flight before a draining server stops
+// accepting calls; see Shutdown().
+constexpr absl::Duration kQuietPeriod = absl::Milliseconds(50);
 
 // The host of "host:port" ("[::1]:80" -> "[::1]").
 std::string HostOf(const std::string& listen) {
@@ -165,7 +169,8 @@ absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::Start(
   grpc::ResourceQuota quota("engram-shard");
   quota.SetMaxThreads(options.threads + 1);  // +1: gRPC counts its own poller
   builder.SetResourceQuota(quota);
-  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::NUM_CQS, 1);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::NUM_CQS,
+                              1);
   builder.SetSyncServerOption(
       grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 1);
   builder.SetSyncServerOption(
@@ -173,9 +178,9 @@ absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::Start(
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
     server->server_.reset();
-    return absl::UnavailableError(absl::StrCat(
-        "cannot listen on ", options.listen,
-        " (address in use or not valid for this host?)"));
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", options.listen,
+                     " (address in use or not valid for this host?)"));
   }
   server->server_->GetHealthCheckService()->SetServingStatus(
       v1::EngramStore::service_full_name(), true);
@@ -188,7 +193,8 @@ ShardServer::~ShardServer() {
     server_->Wait();
   }
   exposer_.reset();  // no scrape runs the collect callback after this
-  if (collect_callback_ != 0) registry_->RemoveCollectCallback(collect_callback_);
+  if (collect_callback_ != 0)
+    registry_->RemoveCollectCallback(collect_callback_);
 }
 
 int ShardServer::metrics_port() const {
@@ -205,11 +211,28 @@ void ShardServer::Shutdown(absl::Duration drain_deadline) {
   absl::MutexLock lock(&shutdown_mutex_);
   if (shut_down_) return;
   shut_down_ = true;
-  // Health goes NOT_SERVING first, so balancers stop sending new calls;
-  // grpc::Server::Shutdown then waits for in-flight calls, whose disk reads
-  // finish them from the reader threads.
+  const absl::Time start = absl::Now();
+  const absl::Time deadline = start + drain_deadline;
+  // Health goes NOT_SERVING first, so balancers and clients that watch it
+  // stop sending.
   server_->GetHealthCheckService()->SetServingStatus(false);
-  server_->Shutdown(absl::ToChronoTime(absl::Now() + drain_deadline));
+  // Lame duck: keep serving, new calls included, until no call has been in
+  // a handler for kQuietPeriod (for at most half the drain deadline). gRPC
+  // closes a connection as soon as its last stream is written after
+  // Shutdown, and a client still reading a large response then gets a
+  // reset that loses the response's tail; an idle connection closes safely.
+  const absl::Time lame_duck_end = start + drain_deadline / 2;
+  absl::Time last_busy = absl::Now();
+  while (true) {
+    const absl::Time now = absl::Now();
+    if (metrics_->inflight().Value() > 0) last_busy = now;
+    if (now - last_busy >= kQuietPeriod || now >= lame_duck_end) break;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  // Stops accepting calls, waits for in-flight ones (their disk reads
+  // finish them from the reader threads) and cancels what is left at the
+  // deadline.
+  server_->Shutdown(absl::ToChronoTime(deadline));
 }
 
 void ShardServer::Wait() { server_->Wait(); }
@@ -227,18 +250,26 @@ absl::StatusOr<uint64_t> ParseByteSize(const std::string& text) {
   int shift = 0;
   if (!s.empty()) {
     switch (s.back()) {
-      case 'k': shift = 10; break;
-      case 'm': shift = 20; break;
-      case 'g': shift = 30; break;
-      case 't': shift = 40; break;
-      default: break;
+      case 'k':
+        shift = 10;
+        break;
+      case 'm':
+        shift = 20;
+        break;
+      case 'g':
+        shift = 30;
+        break;
+      case 't':
+        shift = 40;
+        break;
+      default:
+        break;
     }
     if (shift != 0) s.pop_back();
   }
-  const bool digits =
-      !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
-        return c >= '0' && c <= '9';
-      });
+  const bool digits = !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return c >= '0' && c <= '9';
+  });
   uint64_t value;
   if (!digits || !absl::SimpleAtoi(absl::string_view(s), &value) ||
       (shift != 0 && value > (~uint64_t{0} >> shift))) {

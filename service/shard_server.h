@@ -103,9 +103,12 @@ class ShardServer {
   // Bytes the hot tier holds now (pinned + cached).
   uint64_t hot_bytes() const;
 
-  // Stops accepting calls, lets in-flight calls (and their disk reads)
-  // finish for up to `drain_deadline`, cancels what is left, and stops the
-  // server. Blocks until done. Idempotent.
+  // Drains and stops the server within `drain_deadline`: health turns
+  // NOT_SERVING; the server keeps serving until no call has been in flight
+  // for 50 ms (at most half the deadline), so that responses reach their
+  // clients before connections close; then it stops accepting calls, lets
+  // in-flight calls (and their disk reads) finish, and cancels what is left
+  // at the deadline. Blocks until done. Idempotent.
   void Shutdown(absl::Duration drain_deadline);
   // Blocks until Shutdown() has completed (on any thread).
   void Wait();

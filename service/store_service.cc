@@ -75,18 +75,17 @@ absl::Status StoreService::Validate(const wire::LookupQuery& query) const {
                      query.table, "\""));
   }
   if (query.version != 0 && query.version != map_.version) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "this shard serves version ", map_.version, " of table \"", map_.table,
-        "\", not version ", query.version,
-        " (send version 0 to accept any version)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("this shard serves version ", map_.version, " of table \"",
+                     map_.table, "\", not version ", query.version,
+                     " (send version 0 to accept any version)"));
   }
   const size_t n_layers = map_.layer_rows.size();
   for (const wire::LayerRange& range : query.layers) {
     if (range.layer >= n_layers) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("layer ", range.layer, " does not exist: table \"",
-                       map_.table, "\" has ", n_layers,
-                       " Engram layers (0..", n_layers - 1, ")"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "layer ", range.layer, " does not exist: table \"", map_.table,
+          "\" has ", n_layers, " Engram layers (0..", n_layers - 1, ")"));
     }
     const uint64_t rows = map_.layer_rows[range.layer];
     for (size_t i = range.begin; i < range.begin + range.count; ++i) {
@@ -120,11 +119,10 @@ grpc::ServerUnaryReactor* StoreService::Lookup(
   absl::Status status =
       wire::ParseLookupRequest(*request, max_rows_per_request_, &call->query);
   if (status.code() == absl::StatusCode::kResourceExhausted) {
-    status = absl::ResourceExhaustedError(
-        absl::StrCat(status.message(), "; this server's limit is ",
-                     max_rows_per_request_,
-                     " rows per request (max_rows_per_request): split the "
-                     "batch"));
+    status = absl::ResourceExhaustedError(absl::StrCat(
+        status.message(), "; this server's limit is ", max_rows_per_request_,
+        " rows per request (max_rows_per_request): split the "
+        "batch"));
   }
   if (status.ok()) status = Validate(call->query);
   if (!status.ok()) {

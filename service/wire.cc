@@ -61,8 +61,8 @@ grpc::Slice AllocateSlice(size_t size, uint8_t** data) {
 }
 
 absl::Status Malformed(std::string_view message, std::string_view what) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("malformed ", std::string(message), ": ", std::string(what)));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "malformed ", std::string(message), ": ", std::string(what)));
 }
 
 // Sequential reader over a message held in one or more byte chunks. Reads
@@ -277,7 +277,8 @@ absl::Status ParseRequest(Reader& r, size_t max_rows, LookupQuery* query) {
       query->table.resize(length);
       r.Copy(length, reinterpret_cast<uint8_t*>(query->table.data()));
     } else if (field == kRequestVersion && wire_type == kVarint) {
-      if (!r.ReadVarint(&query->version)) return Malformed(kWhat, "bad version");
+      if (!r.ReadVarint(&query->version))
+        return Malformed(kWhat, "bad version");
     } else if (field == kRequestLayers && wire_type == kLengthDelimited) {
       size_t length, layer_end;
       if (!ReadLength(r, end, &length, &layer_end)) {
@@ -328,9 +329,9 @@ absl::StatusOr<uint64_t> DecodeResponse(Reader& r,
     }
   }
   if (rows_length != rows_out.size()) {
-    return absl::InternalError(absl::StrCat("LookupResponse carries ",
-                                            rows_length, " row bytes, expected ",
-                                            rows_out.size()));
+    return absl::InternalError(
+        absl::StrCat("LookupResponse carries ", rows_length,
+                     " row bytes, expected ", rows_out.size()));
   }
   return version;
 }
@@ -355,17 +356,16 @@ auto WithReader(const grpc::ByteBuffer& buffer, Fn fn) {
 
 }  // namespace
 
-absl::Status ParseLookupRequest(std::span<const uint8_t> bytes,
-                                size_t max_rows, LookupQuery* query) {
+absl::Status ParseLookupRequest(std::span<const uint8_t> bytes, size_t max_rows,
+                                LookupQuery* query) {
   Reader r(std::span<const std::span<const uint8_t>>(&bytes, 1));
   return ParseRequest(r, max_rows, query);
 }
 
-absl::Status ParseLookupRequest(const grpc::ByteBuffer& buffer,
-                                size_t max_rows, LookupQuery* query) {
-  return WithReader(buffer, [&](Reader& r) {
-    return ParseRequest(r, max_rows, query);
-  });
+absl::Status ParseLookupRequest(const grpc::ByteBuffer& buffer, size_t max_rows,
+                                LookupQuery* query) {
+  return WithReader(
+      buffer, [&](Reader& r) { return ParseRequest(r, max_rows, query); });
 }
 
 grpc::Slice EncodeLookupRequest(std::string_view table, uint64_t version,
@@ -448,9 +448,8 @@ grpc::Slice NewLookupResponse(uint64_t version, size_t rows_bytes,
 
 absl::StatusOr<uint64_t> DecodeLookupResponse(const grpc::ByteBuffer& buffer,
                                               std::span<uint8_t> rows_out) {
-  return WithReader(buffer, [&](Reader& r) {
-    return DecodeResponse(r, rows_out);
-  });
+  return WithReader(buffer,
+                    [&](Reader& r) { return DecodeResponse(r, rows_out); });
 }
 
 absl::StatusOr<uint64_t> DecodeLookupResponse(std::span<const uint8_t> bytes,

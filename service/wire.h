@@ -65,11 +65,11 @@ struct LookupQuery {
 // bytes (not UTF-8 checked). Errors: InvalidArgument for malformed input;
 // ResourceExhausted as soon as the request holds more than `max_rows` ids
 // (so an oversized request is refused before it is fully decoded).
-absl::Status ParseLookupRequest(std::span<const uint8_t> bytes,
-                                size_t max_rows, LookupQuery* query);
+absl::Status ParseLookupRequest(std::span<const uint8_t> bytes, size_t max_rows,
+                                LookupQuery* query);
 // The same over a received buffer of any slicing, without flattening it.
-absl::Status ParseLookupRequest(const grpc::ByteBuffer& buffer,
-                                size_t max_rows, LookupQuery* query);
+absl::Status ParseLookupRequest(const grpc::ByteBuffer& buffer, size_t max_rows,
+                                LookupQuery* query);
 
 // One layer of a request to encode.
 struct LayerRowIds {

@@ -29,7 +29,8 @@ Flat FromProto(const v1::LookupRequest& request) {
   Flat flat{request.table(), request.version(), {}};
   for (const v1::LayerRows& l : request.layers()) {
     flat.layers.emplace_back(
-        l.layer(), std::vector<uint64_t>(l.row_ids().begin(), l.row_ids().end()));
+        l.layer(),
+        std::vector<uint64_t>(l.row_ids().begin(), l.row_ids().end()));
   }
   return flat;
 }
@@ -61,7 +62,8 @@ std::span<const uint8_t> Bytes(const std::string& s) {
 }
 
 std::string SliceString(const grpc::Slice& slice) {
-  return std::string(reinterpret_cast<const char*>(slice.begin()), slice.size());
+  return std::string(reinterpret_cast<const char*>(slice.begin()),
+                     slice.size());
 }
 
 // `bytes` as a ByteBuffer cut at the given offsets (one slice per piece).
@@ -109,7 +111,8 @@ TEST(WireRequest, ParsesProtobufSerialization) {
     ASSERT_TRUE(ParseLookupRequest(Bytes(bytes), kNoLimit, &query).ok());
     EXPECT_EQ(FromQuery(query), flat);
     // The same through a ByteBuffer cut into three slices.
-    const grpc::ByteBuffer buffer = Split(bytes, {bytes.size() / 3, bytes.size() / 2});
+    const grpc::ByteBuffer buffer =
+        Split(bytes, {bytes.size() / 3, bytes.size() / 2});
     ASSERT_TRUE(ParseLookupRequest(buffer, kNoLimit, &query).ok());
     EXPECT_EQ(FromQuery(query), flat);
   }
@@ -122,7 +125,8 @@ TEST(WireRequest, ParsesEverySliceBoundary) {
   LookupQuery query;
   for (size_t a = 0; a <= bytes.size(); ++a) {
     for (size_t b = a; b <= bytes.size(); ++b) {
-      ASSERT_TRUE(ParseLookupRequest(Split(bytes, {a, b}), kNoLimit, &query).ok())
+      ASSERT_TRUE(
+          ParseLookupRequest(Split(bytes, {a, b}), kNoLimit, &query).ok())
           << a << "," << b;
       ASSERT_EQ(ToProto(FromQuery(query)).SerializeAsString(), bytes);
     }
@@ -167,23 +171,27 @@ class RawWriter {
   }
 
  private:
-  void Tag(uint32_t field, uint32_t wire_type) { out_.WriteTag(field << 3 | wire_type); }
+  void Tag(uint32_t field, uint32_t wire_type) {
+    out_.WriteTag(field << 3 | wire_type);
+  }
   std::string buffer_;
   google::protobuf::io::StringOutputStream string_out_{&buffer_};
   google::protobuf::io::CodedOutputStream out_;
 };
 
 TEST(WireRequest, AcceptsWhatProtobufAccepts) {
-  const std::string unknown_group = RawWriter().Varint(1, 5).Bytes(2, "zz").Done();
-  const std::string layer_a = RawWriter()
-                                  .Varint(2, 11)  // unpacked id
-                                  .Fixed32(9, 1)
-                                  .Bytes(2, RawWriter().Done())  // empty packed
-                                  .Varint(1, 4)
-                                  .Varint(2, 12)
-                                  .Group(15, unknown_group)
-                                  .Varint(1, (uint64_t{1} << 33) | 6)  // truncates
-                                  .Done();
+  const std::string unknown_group =
+      RawWriter().Varint(1, 5).Bytes(2, "zz").Done();
+  const std::string layer_a =
+      RawWriter()
+          .Varint(2, 11)  // unpacked id
+          .Fixed32(9, 1)
+          .Bytes(2, RawWriter().Done())  // empty packed
+          .Varint(1, 4)
+          .Varint(2, 12)
+          .Group(15, unknown_group)
+          .Varint(1, (uint64_t{1} << 33) | 6)  // truncates
+          .Done();
   const std::string request = RawWriter()
                                   .Varint(2, 9)
                                   .Bytes(1, "old")
@@ -217,7 +225,8 @@ TEST(WireRequest, TruncatedInputMatchesProtobuf) {
     const std::string prefix = bytes.substr(0, n);
     v1::LookupRequest proto;
     const bool proto_ok = proto.ParseFromString(prefix);
-    const absl::Status ours = ParseLookupRequest(Bytes(prefix), kNoLimit, &query);
+    const absl::Status ours =
+        ParseLookupRequest(Bytes(prefix), kNoLimit, &query);
     ASSERT_EQ(ours.ok(), proto_ok) << "prefix " << n << ": " << ours;
     if (proto_ok) {
       EXPECT_EQ(FromQuery(query), FromProto(proto));
@@ -232,13 +241,17 @@ TEST(WireRequest, TruncatedInputMatchesProtobuf) {
 TEST(WireRequest, RejectsMalformedInput) {
   LookupQuery query;
   for (const std::string& bad : {
-           std::string("\x00", 1),                         // field number 0
-           std::string("\x0f"),                            // wire type 7
-           std::string("\x0c"),                            // stray end group
-           std::string("\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01"),  // 11-byte varint
-           std::string("\x1a\x05\x12\x09\x01\x02\x03"),    // packed ids past entry
-           std::string("\x0a\x7f" "abc"),                  // table past the end
-           std::string("\x0b\x10\x01"),                    // unterminated group
+           std::string("\x00", 1),  // field number 0
+           std::string("\x0f"),     // wire type 7
+           std::string("\x0c"),     // stray end group
+           std::string(
+               "\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01"),  // 11-byte
+                                                                     // varint
+           std::string(
+               "\x1a\x05\x12\x09\x01\x02\x03"),  // packed ids past entry
+           std::string("\x0a\x7f"
+                       "abc"),           // table past the end
+           std::string("\x0b\x10\x01"),  // unterminated group
        }) {
     v1::LookupRequest proto;
     EXPECT_FALSE(proto.ParseFromString(bad));
@@ -266,7 +279,8 @@ std::string Pattern(size_t n) {
 
 TEST(WireResponse, NewResponseMatchesProtobufSerializer) {
   for (uint64_t version : {uint64_t{0}, uint64_t{1}, uint64_t{1} << 40}) {
-    for (size_t n : {size_t{0}, size_t{1}, size_t{127}, size_t{128}, size_t{264 * 1000}}) {
+    for (size_t n :
+         {size_t{0}, size_t{1}, size_t{127}, size_t{128}, size_t{264 * 1000}}) {
       uint8_t* rows = nullptr;
       grpc::Slice slice = NewLookupResponse(version, n, &rows);
       const std::string pattern = Pattern(n);
@@ -276,7 +290,8 @@ TEST(WireResponse, NewResponseMatchesProtobufSerializer) {
       v1::LookupResponse proto;
       proto.set_version(version);
       proto.set_rows(pattern);
-      EXPECT_EQ(SliceString(slice), proto.SerializeAsString()) << version << " " << n;
+      EXPECT_EQ(SliceString(slice), proto.SerializeAsString())
+          << version << " " << n;
     }
   }
 }
@@ -291,7 +306,8 @@ TEST(WireResponse, DecodesProtobufSerializationAcrossSlices) {
   for (size_t a = 0; a <= bytes.size(); a += 7) {
     for (size_t b = a; b <= bytes.size(); b += 5) {
       std::fill(out.begin(), out.end(), '\0');
-      absl::StatusOr<uint64_t> version = DecodeLookupResponse(Split(bytes, {a, b}), dst);
+      absl::StatusOr<uint64_t> version =
+          DecodeLookupResponse(Split(bytes, {a, b}), dst);
       ASSERT_TRUE(version.ok()) << version.status();
       EXPECT_EQ(*version, 77u);
       ASSERT_EQ(out, proto.rows()) << a << "," << b;
@@ -328,11 +344,14 @@ TEST(WireResponse, WrongRowSizeAndTruncationAreErrors) {
   std::span<uint8_t> dst(reinterpret_cast<uint8_t*>(out.data()), out.size());
 
   std::string small(299, '\0');
-  const absl::Status wrong = DecodeLookupResponse(
-      Bytes(bytes), {reinterpret_cast<uint8_t*>(small.data()), small.size()})
-                                 .status();
+  const absl::Status wrong =
+      DecodeLookupResponse(
+          Bytes(bytes),
+          {reinterpret_cast<uint8_t*>(small.data()), small.size()})
+          .status();
   EXPECT_EQ(wrong.code(), absl::StatusCode::kInternal);
-  EXPECT_NE(wrong.message().find("300 row bytes, expected 299"), std::string::npos)
+  EXPECT_NE(wrong.message().find("300 row bytes, expected 299"),
+            std::string::npos)
       << wrong;
 
   for (size_t n = 0; n < bytes.size(); ++n) {
@@ -340,7 +359,9 @@ TEST(WireResponse, WrongRowSizeAndTruncationAreErrors) {
         DecodeLookupResponse(Bytes(bytes.substr(0, n)), dst).status();
     EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << "prefix " << n;
   }
-  for (const std::string& bad : {std::string("\x00", 1), std::string("\x12\x05" "ab"),
+  for (const std::string& bad : {std::string("\x00", 1),
+                                 std::string("\x12\x05"
+                                             "ab"),
                                  std::string("\x08\x80")}) {
     EXPECT_EQ(DecodeLookupResponse(Bytes(bad), dst).status().code(),
               absl::StatusCode::kInternal);

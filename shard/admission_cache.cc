@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "absl/synchronization/mutex.h"
-#include "shard/key_index.h"
+#include "common/key_index.h"
 
 namespace engram {
 namespace {

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "shard/admission_cache.h"
 #include "shard/hot_profile.h"
-#include "shard/key_index.h"
+#include "common/key_index.h"
 
 namespace engram {
 namespace {
@@ -17,14 +17,25 @@ constexpr size_t kLoadBatch = 4096;
 
 class HotTierImpl final : public HotTier {
  public:
-  HotTierImpl(const ShardMap& map, uint64_t budget, uint32_t stride,
-              uint64_t pinned_rows)
+  // `dense`: the pinned keys are every row of `shard`, in key order, so a
+  // row's slot is computed from its id instead of looked up.
+  HotTierImpl(const ShardMap& map, uint32_t shard, uint64_t budget,
+              uint32_t stride, uint64_t pinned_rows, bool dense)
       : row_bytes_(map.row_bytes),
         budget_(budget),
         stride_(stride),
-        index_(pinned_rows),
+        dense_(dense),
+        n_shards_(map.n_shards),
+        shard_(shard),
+        index_(dense ? 0 : pinned_rows),
         pinned_rows_(pinned_rows) {
     if (pinned_rows > 0) arena_.reset(new uint8_t[pinned_rows * stride]);
+    uint64_t first = 0;
+    for (uint32_t l = 0; l < map.layer_rows.size(); ++l) {
+      layer_first_slot_.push_back(first);
+      layer_owned_.push_back(map.RowsOnShard(l, shard));
+      first += layer_owned_.back();
+    }
   }
 
   // Pins `keys` (in slot order), reading their rows from `store`.
@@ -40,6 +51,7 @@ class HotTierImpl final : public HotTier {
                         arena_.get() + i * stride_});
       }
       if (auto s = store.ReadRows(refs); !s.ok()) return s;
+      if (dense_) continue;
       for (size_t i = first; i < end; ++i) {
         index_.Insert(keys[i], static_cast<uint32_t>(i));
       }
@@ -58,6 +70,16 @@ class HotTierImpl final : public HotTier {
     if (layer >= row_bytes_.size()) return HotResult::kMiss;
     const uint64_t key = ShardKey(layer, row);
     const uint32_t n = row_bytes_[layer];
+    if (dense_) {
+      // One dependent cache miss per row (the row) instead of two (index
+      // entry, then row): the gather of a hot request is memory-bound.
+      const uint64_t k = row / n_shards_;
+      if (row % n_shards_ != shard_ || k >= layer_owned_[layer]) {
+        return HotResult::kMiss;
+      }
+      std::memcpy(dst, arena_.get() + (layer_first_slot_[layer] + k) * stride_, n);
+      return HotResult::kPinned;
+    }
     if (pinned_rows_ > 0) {
       const uint32_t slot = index_.Find(key);
       if (slot != KeySlotIndex::kNoSlot) {
@@ -84,6 +106,11 @@ class HotTierImpl final : public HotTier {
   const std::vector<uint32_t> row_bytes_;
   const uint64_t budget_;
   const uint32_t stride_;
+  const bool dense_;
+  const uint32_t n_shards_;
+  const uint32_t shard_;
+  std::vector<uint64_t> layer_first_slot_;  // per layer, for dense_
+  std::vector<uint64_t> layer_owned_;       // rows of each layer on the shard
   // Immutable after Build: lock-free reads.
   std::unique_ptr<uint8_t[]> arena_;
   KeySlotIndex index_;
@@ -106,7 +133,8 @@ absl::StatusOr<std::unique_ptr<HotTier>> HotTier::Build(
 
   // The keys to pin, in slot order.
   std::vector<uint64_t> keys;
-  if (budget > 0 && budget / stride >= shard_rows) {
+  const bool whole_shard = budget > 0 && budget / stride >= shard_rows;
+  if (whole_shard) {
     keys.reserve(shard_rows);
     for (uint32_t l = 0; l < map.layer_rows.size(); ++l) {
       for (uint64_t r = shard; r < map.layer_rows[l]; r += map.n_shards) {
@@ -125,7 +153,8 @@ absl::StatusOr<std::unique_ptr<HotTier>> HotTier::Build(
       keys.push_back(ShardKey(e.layer, e.row));
     }
   }
-  auto tier = std::make_unique<HotTierImpl>(map, budget, stride, keys.size());
+  auto tier = std::make_unique<HotTierImpl>(map, shard, budget, stride,
+                                            keys.size(), whole_shard);
   if (auto s = tier->Pin(store, keys); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("loading the hot tier: ", s.message()));
   }

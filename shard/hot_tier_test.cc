@@ -15,7 +15,7 @@
 #include "shard/admission_cache.h"
 #include "shard/hot_profile.h"
 #include "shard/importer.h"
-#include "shard/key_index.h"
+#include "common/key_index.h"
 #include "shard/shard_format.h"
 #include "shard/testing/shard_fixture.h"
 

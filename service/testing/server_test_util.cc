@@ -27,8 +27,8 @@ namespace engram::testing {
 
 TempDir::TempDir(const std::string& prefix) {
   const char* base = std::getenv("TEST_TMPDIR");
-  std::string pattern = absl::StrCat(base != nullptr ? base : "/tmp", "/",
-                                     prefix, ".XXXXXX");
+  std::string pattern =
+      absl::StrCat(base != nullptr ? base : "/tmp", "/", prefix, ".XXXXXX");
   if (::mkdtemp(pattern.data()) == nullptr) std::abort();
   path_ = pattern;
 }
@@ -87,10 +87,12 @@ absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
     ::close(fd);
-    return absl::UnavailableError(absl::StrCat("cannot connect to port ", port));
+    return absl::UnavailableError(
+        absl::StrCat("cannot connect to port ", port));
   }
-  const std::string request = absl::StrCat(
-      "GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+  const std::string request =
+      absl::StrCat("GET ", path,
+                   " HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
   if (::write(fd, request.data(), request.size()) !=
       static_cast<ssize_t>(request.size())) {
     ::close(fd);
@@ -103,7 +105,8 @@ absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
   ::close(fd);
   const size_t body = reply.find("\r\n\r\n");
   if (reply.rfind("HTTP/1.", 0) != 0 || body == std::string::npos) {
-    return absl::InternalError(absl::StrCat("bad HTTP reply: ", reply.substr(0, 200)));
+    return absl::InternalError(
+        absl::StrCat("bad HTTP reply: ", reply.substr(0, 200)));
   }
   if (reply.find(" 200 ") > reply.find("\r\n")) {
     return absl::InternalError(reply.substr(0, reply.find("\r\n")));
@@ -152,9 +155,9 @@ std::string ExpectedRows(const TableReader& table, uint32_t layer,
   const size_t row_bytes = table.manifest().layers[layer].row_bytes;
   std::string out(ids.size() * row_bytes, '\0');
   for (size_t i = 0; i < ids.size(); ++i) {
-    const absl::Status s = table.ReadRow(
-        static_cast<int>(layer), ids[i],
-        reinterpret_cast<uint8_t*>(out.data()) + i * row_bytes);
+    const absl::Status s =
+        table.ReadRow(static_cast<int>(layer), ids[i],
+                      reinterpret_cast<uint8_t*>(out.data()) + i * row_bytes);
     if (!s.ok()) std::abort();
   }
   return out;
@@ -168,11 +171,12 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
   std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  for (const std::string& a : argv)
+    args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   pid_t pid;
-  const int rc = ::posix_spawn(&pid, args[0], &actions, nullptr, args.data(),
-                               environ);
+  const int rc =
+      ::posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   ::close(fds[1]);
   if (rc != 0) {
@@ -224,7 +228,8 @@ absl::StatusOr<int> RunCommand(const std::vector<std::string>& argv,
                                const std::string& stdin_path,
                                const std::string& stderr_path) {
   std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  for (const std::string& a : argv)
+    args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
@@ -233,7 +238,8 @@ absl::StatusOr<int> RunCommand(const std::vector<std::string>& argv,
                                      O_RDONLY, 0);
   }
   if (!stderr_path.empty()) {
-    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, stderr_path.c_str(),
+    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO,
+                                     stderr_path.c_str(),
                                      O_WRONLY | O_CREAT | O_TRUNC, 0644);
   }
   pid_t pid;
@@ -241,7 +247,8 @@ absl::StatusOr<int> RunCommand(const std::vector<std::string>& argv,
   const int rc =
       ::posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) return absl::InternalError(absl::StrCat("cannot start ", argv[0]));
+  if (rc != 0)
+    return absl::InternalError(absl::StrCat("cannot start ", argv[0]));
   int status = 0;
   ::waitpid(pid, &status, 0);
   if (!WIFEXITED(status)) {

@@ -86,6 +86,7 @@ struct InferenceLoopOptions {
 
 // What a run measured. Decode-step figures exclude the prefill step.
 struct InferenceLoopResult {
+  int batch = 0;             // sequences per step
   int decode_steps = 0;      // decode steps that ran
   int64_t all_tokens = 0;    // tokens of the run, prefill included
   double run_seconds = 0;    // the whole run, prefill included
@@ -93,6 +94,7 @@ struct InferenceLoopResult {
 
   // Time blocked in WaitArrived over decode steps, as a share of decode
   // step time: in total and per client layer.
+  double exposed_wait_seconds = 0;
   double exposed_wait_pct = 0;
   std::vector<double> layer_exposed_wait_pct;
   double prefetch_seconds = 0;  // Prefetch (hash + send), decode steps
@@ -119,7 +121,6 @@ struct InferenceLoopResult {
   ClientStats client;  // the client's counters after the run
 
   double decode_tokens_per_second() const;
-  double exposed_wait_ms_per_step() const;
 };
 
 // p-quantile (0..1) of `samples` (nearest rank); 0 when empty.

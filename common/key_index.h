@@ -1,12 +1,13 @@
 // KeySlotIndex: an open-addressing hash index from 64-bit keys to 32-bit
-// slots, for the hot tier. Power-of-two capacity, linear probing, load
+// slots, for the shard's hot tier and the client's de-duplication and
+// local cache. Power-of-two capacity, linear probing, load
 // factor <= 0.5 (the capacity is fixed at construction), deletion by
 // backward shift (no tombstones). The key kEmptyKey is reserved. Memory:
 // 12 bytes per entry, 24-48 bytes per key.
 //
 // Not synchronised: concurrent Finds are safe only while nothing mutates.
-#ifndef ENGRAM_SHARD_KEY_INDEX_H_
-#define ENGRAM_SHARD_KEY_INDEX_H_
+#ifndef ENGRAM_COMMON_KEY_INDEX_H_
+#define ENGRAM_COMMON_KEY_INDEX_H_
 
 #include <algorithm>
 #include <bit>
@@ -39,6 +40,33 @@ class KeySlotIndex {
     uint64_t i = Home(key);
     while (entries_[i].key != kEmptyKey) i = (i + 1) & mask_;
     entries_[i] = {key, slot};
+  }
+
+  // The key's slot if present; otherwise inserts it with `slot` and returns
+  // `slot`. REQUIRES: key != kEmptyKey, fewer than max_keys present.
+  uint32_t FindOrInsert(uint64_t key, uint32_t slot) {
+    for (uint64_t i = Home(key);; i = (i + 1) & mask_) {
+      Entry& e = entries_[i];
+      if (e.key == key) return e.slot;
+      if (e.key == kEmptyKey) {
+        e = {key, slot};
+        return slot;
+      }
+    }
+  }
+
+  // Empties the index and makes room for max_keys keys, reusing its memory
+  // unless it is too small or over 8x too large (so a steady stream of
+  // similar batches allocates nothing, and one huge batch is not paid for
+  // on every later small one).
+  void Reset(uint64_t max_keys) {
+    const uint64_t want = std::bit_ceil(std::max<uint64_t>(2 * max_keys, 2));
+    if (want > entries_.size() || entries_.size() > 8 * want) {
+      entries_.assign(want, Entry{});
+    } else {
+      std::fill(entries_.begin(), entries_.end(), Entry{});
+    }
+    mask_ = entries_.size() - 1;
   }
 
   // Removes key if present.
@@ -92,4 +120,4 @@ class KeySlotIndex {
 
 }  // namespace engram
 
-#endif  // ENGRAM_SHARD_KEY_INDEX_H_
+#endif  // ENGRAM_COMMON_KEY_INDEX_H_
