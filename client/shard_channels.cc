@@ -21,6 +21,9 @@ bool Retryable(absl::StatusCode code) {
     case absl::StatusCode::kInternal:
     case absl::StatusCode::kAborted:
     case absl::StatusCode::kUnknown:
+    // A server shutting down cancels calls it had not fully received; our
+    // own cancellations never retry (ShardRpc::Cancel stops retries first).
+    case absl::StatusCode::kCancelled:
       return true;
     default:
       return false;

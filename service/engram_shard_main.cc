@@ -5,12 +5,12 @@
 //                [--ram-budget 2G] [--threads N] [--direct-io]
 //                [--max-rows-per-request N] [--drain-timeout 10s]
 //
-// Once serving it prints one line to stdout (the port is the bound one, so
-// --listen HOST:0 can be used to pick a free port):
-//   engram-shard: serving shard I/K of TABLE vVERSION on HOST:PORT (metrics
-//   :MPORT)
-// Exit status: 0 after a clean shutdown, 2 for bad flags, 1 when the shard
-// cannot be served (bad data, address in use); one line on stderr says why.
+// Once serving it prints one line to stdout, with the bound ports (so
+// --listen HOST:0 picks a free port), "(metrics off)" without --metrics-port:
+//   engram-shard: serving shard I/K of TABLE vV on HOST:PORT (metrics :MPORT)
+// Exit status: 0 after a clean shutdown, 2 for bad flag values (1 for flags
+// Abseil itself rejects), 1 when the shard cannot be served (bad data,
+// address in use); one line on stderr says why.
 #include <pthread.h>
 #include <signal.h>
 

@@ -107,43 +107,8 @@ absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::Start(
   if (absl::Status s = options.Validate(); !s.ok()) return s;
   std::unique_ptr<ShardServer> server(new ShardServer());
   server->listen_host_ = HostOf(options.listen);
-
-  RowStoreOptions store_options;
-  store_options.direct_io = options.direct_io;
-  store_options.reader_threads = options.reader_threads;
-  auto store = RowStore::Open(options.db_dir, store_options);
-  if (!store.ok()) {
-    return Annotate(store.status(),
-                    absl::StrCat("shard directory ", options.db_dir, ": "));
-  }
-  server->store_ = std::move(*store);
-
-  HotTierOptions tier_options;
-  tier_options.budget_bytes = options.ram_budget_bytes;
-  tier_options.profile_path = options.hot_profile_path;
-  if (tier_options.profile_path.empty()) {
-    const std::string profile =
-        absl::StrCat(options.db_dir, "/", kHotProfileFile);
-    if (FileExists(profile)) tier_options.profile_path = profile;
-  }
-  auto tier = HotTier::Build(*server->store_, tier_options);
-  if (!tier.ok()) return Annotate(tier.status(), "building the hot tier: ");
-  server->hot_tier_ = std::move(*tier);
-
-  const ShardMap& map = server->store_->shard_map();
-  server->registry_ = std::make_shared<metrics::Registry>();
-  server->metrics_ = std::make_unique<ShardMetrics>(
-      *server->registry_, static_cast<int>(map.layer_rows.size()));
-  ShardServer* self = server.get();
-  server->collect_callback_ = server->registry_->AddCollectCallback([self] {
-    self->metrics_->SetHotTierBytes(self->hot_tier_->pinned_bytes(),
-                                    self->hot_tier_->cached_bytes());
-    self->metrics_->SetStoreStats(self->store_->Stats());
-  });
-  server->service_ = std::make_unique<StoreService>(
-      *server->store_, *server->hot_tier_, *server->metrics_,
-      options.max_rows_per_request);
-
+  if (absl::Status s = server->OpenData(options); !s.ok()) return s;
+  server->StartMetrics();
   if (options.metrics_port >= 0) {
     auto exposer = metrics::Exposer::Create(
         MetricsBindAddress(server->listen_host_, options.metrics_port));
@@ -153,12 +118,55 @@ absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::Start(
     server->exposer_ = std::move(*exposer);
     server->exposer_->RegisterCollectable(server->registry_);
   }
+  server->service_ = std::make_unique<StoreService>(
+      *server->store_, *server->hot_tier_, *server->metrics_,
+      options.max_rows_per_request);
+  if (absl::Status s = server->StartGrpc(options); !s.ok()) return s;
+  return server;
+}
 
+absl::Status ShardServer::OpenData(const ShardServerOptions& options) {
+  RowStoreOptions store_options;
+  store_options.direct_io = options.direct_io;
+  store_options.reader_threads = options.reader_threads;
+  auto store = RowStore::Open(options.db_dir, store_options);
+  if (!store.ok()) {
+    return Annotate(store.status(),
+                    absl::StrCat("shard directory ", options.db_dir, ": "));
+  }
+  store_ = std::move(*store);
+
+  HotTierOptions tier_options;
+  tier_options.budget_bytes = options.ram_budget_bytes;
+  tier_options.profile_path = options.hot_profile_path;
+  if (tier_options.profile_path.empty()) {
+    const std::string profile =
+        absl::StrCat(options.db_dir, "/", kHotProfileFile);
+    if (FileExists(profile)) tier_options.profile_path = profile;
+  }
+  auto tier = HotTier::Build(*store_, tier_options);
+  if (!tier.ok()) return Annotate(tier.status(), "building the hot tier: ");
+  hot_tier_ = std::move(*tier);
+  return absl::OkStatus();
+}
+
+void ShardServer::StartMetrics() {
+  registry_ = std::make_shared<metrics::Registry>();
+  metrics_ = std::make_unique<ShardMetrics>(
+      *registry_, static_cast<int>(store_->shard_map().layer_rows.size()));
+  collect_callback_ = registry_->AddCollectCallback([this] {
+    metrics_->SetHotTierBytes(hot_tier_->pinned_bytes(),
+                              hot_tier_->cached_bytes());
+    metrics_->SetStoreStats(store_->Stats());
+  });
+}
+
+absl::Status ShardServer::StartGrpc(const ShardServerOptions& options) {
   InitGrpcPlugins();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(),
-                           &server->port_);
-  builder.RegisterService(server->service_.get());
+                           &port_);
+  builder.RegisterService(service_.get());
   // A second server on the same port is an error, not a silent load split.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   // Room for max_rows_per_request ids of up to 10 varint bytes each.
@@ -166,25 +174,25 @@ absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::Start(
       size_t{options.max_rows_per_request} * 11 + (size_t{1} << 16);
   builder.SetMaxReceiveMessageSize(
       static_cast<int>(std::max<size_t>(max_request, 4 << 20)));
+  // Bounds the threads of the synchronous services (reflection); see
+  // ShardServerOptions::threads.
   grpc::ResourceQuota quota("engram-shard");
   quota.SetMaxThreads(options.threads + 1);  // +1: gRPC counts its own poller
   builder.SetResourceQuota(quota);
-  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::NUM_CQS,
-                              1);
-  builder.SetSyncServerOption(
-      grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 1);
-  builder.SetSyncServerOption(
-      grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, options.threads);
-  server->server_ = builder.BuildAndStart();
-  if (server->server_ == nullptr || server->port_ == 0) {
-    server->server_.reset();
+  using SyncOption = grpc::ServerBuilder::SyncServerOption;
+  builder.SetSyncServerOption(SyncOption::NUM_CQS, 1);
+  builder.SetSyncServerOption(SyncOption::MIN_POLLERS, 1);
+  builder.SetSyncServerOption(SyncOption::MAX_POLLERS, options.threads);
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr || port_ == 0) {
+    server_.reset();
     return absl::UnavailableError(
         absl::StrCat("cannot listen on ", options.listen,
                      " (address in use or not valid for this host?)"));
   }
-  server->server_->GetHealthCheckService()->SetServingStatus(
+  server_->GetHealthCheckService()->SetServingStatus(
       v1::EngramStore::service_full_name(), true);
-  return server;
+  return absl::OkStatus();
 }
 
 ShardServer::~ShardServer() {
@@ -193,8 +201,9 @@ ShardServer::~ShardServer() {
     server_->Wait();
   }
   exposer_.reset();  // no scrape runs the collect callback after this
-  if (collect_callback_ != 0)
+  if (collect_callback_ != 0) {
     registry_->RemoveCollectCallback(collect_callback_);
+  }
 }
 
 int ShardServer::metrics_port() const {

@@ -115,8 +115,13 @@ class ShardServer {
 
  private:
   ShardServer();
+  // The steps of Start(), in order.
+  absl::Status OpenData(const ShardServerOptions& options);
+  void StartMetrics();
+  absl::Status StartGrpc(const ShardServerOptions& options);
 
-  // Declared in construction order; destroyed in reverse.
+  // Destroyed bottom-up: the gRPC server and the exposer before what they
+  // use.
   std::unique_ptr<RowStore> store_;
   std::unique_ptr<HotTier> hot_tier_;
   std::shared_ptr<metrics::Registry> registry_;

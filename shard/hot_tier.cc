@@ -158,7 +158,9 @@ absl::StatusOr<std::unique_ptr<HotTier>> HotTier::Build(
   if (auto s = tier->Pin(store, keys); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("loading the hot tier: ", s.message()));
   }
-  tier->StartCache(budget - keys.size() * stride);
+  // With every row pinned nothing is ever admitted: give the cache no slots
+  // rather than allocating budget the shard can never use.
+  tier->StartCache(whole_shard ? 0 : budget - keys.size() * stride);
   return std::unique_ptr<HotTier>(std::move(tier));
 }
 
