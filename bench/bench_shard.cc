@@ -3,7 +3,7 @@
 // machine's absolute figures swing 2-3x between runs; the ratios do not).
 //
 //   engram-bench-shard [--work-dir DIR] [--engram-vocab-size N]
-//                      [--duration 5s] [--rounds 2] [--max-requests N]
+//                      [--duration 5s] [--rounds 10] [--max-requests N]
 //                      [--steps N] [--shard-binary PATH]
 //
 // Workload: v41 decode steps (256 sequences x 2 layers x 24 columns =
@@ -26,7 +26,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
@@ -35,7 +34,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -45,6 +43,7 @@
 #include "bench/bench_shard_workload.h"
 #include "bench/raw_disk.h"
 #include "bench/tcp_exchange.h"
+#include "common/flags.h"
 
 ABSL_FLAG(std::string, work_dir, "/tmp/engram-bench-shard",
           "where the table's shard is built; reused when built with the "
@@ -56,7 +55,7 @@ ABSL_FLAG(absl::Duration, duration, absl::Seconds(5),
           "measured time per configuration, split over --rounds");
 ABSL_FLAG(absl::Duration, warmup, absl::Milliseconds(500),
           "unmeasured time per configuration before it is measured");
-ABSL_FLAG(int32_t, rounds, 2,
+ABSL_FLAG(int32_t, rounds, 10,
           "alternating rounds of the configurations compared with each other");
 ABSL_FLAG(uint64_t, max_requests, 50000,
           "request cap per configuration (whichever of this and --duration "
@@ -95,8 +94,9 @@ struct Phase {
   double rows_per_request = 0;
   double bytes_per_row = 0;
   std::function<absl::StatusOr<LoopResult>(const LoopLimits&)> run;
-  std::function<double()> server_cpu;   // empty: not measured
-  const ShardDaemon* daemon = nullptr;  // tier counters, when set
+  // The server's counters; empty when there is no server (the disk reads).
+  std::function<absl::StatusOr<ServerCounters>()> counters;
+  bool server_in_process = false;  // its CPU time is part of this process's
 
   LoopResult total;
   ServerCounters served;
@@ -108,10 +108,9 @@ struct Phase {
 };
 
 absl::Status RunPhase(Phase& phase, const LoopLimits& limits, bool record) {
-  const double cpu0 = phase.server_cpu ? phase.server_cpu() : 0;
   ServerCounters before;
-  if (phase.daemon != nullptr && record) {
-    absl::StatusOr<ServerCounters> c = phase.daemon->Counters();
+  if (phase.counters && record) {
+    absl::StatusOr<ServerCounters> c = phase.counters();
     if (!c.ok()) return c.status();
     before = *c;
   }
@@ -122,9 +121,8 @@ absl::Status RunPhase(Phase& phase, const LoopLimits& limits, bool record) {
                                      result.status().message()));
   }
   if (!record) return absl::OkStatus();
-  if (phase.server_cpu) result->server_cpu_seconds = phase.server_cpu() - cpu0;
-  if (phase.daemon != nullptr) {
-    absl::StatusOr<ServerCounters> after = phase.daemon->Counters();
+  if (phase.counters) {
+    absl::StatusOr<ServerCounters> after = phase.counters();
     if (!after.ok()) return after.status();
     phase.served += *after - before;
   }
@@ -245,10 +243,8 @@ absl::StatusOr<std::unique_ptr<ShardDaemon>> StartDaemon(
   return ShardDaemon::Start(o, w.steps.n_layers());
 }
 
-// Server-side phases of one daemon: its CPU time and tier counters.
 void AttachDaemon(const ShardDaemon* daemon, Phase* p) {
-  p->daemon = daemon;
-  p->server_cpu = [daemon] { return daemon->cpu_seconds(); };
+  p->counters = [daemon] { return daemon->Counters(); };
 }
 
 // What the report prints for one phase; plain data, outlives the servers.
@@ -261,8 +257,12 @@ struct Row {
   double mb_per_second = 0;
   double p50_us = 0;
   double p99_us = 0;
-  double hot_share = -1;     // -1: not a shard server
-  double server_cores = -1;  // -1: not measured
+  // -1 where it does not apply (no tiers, no server).
+  double hot_share = -1;
+  double server_cores = -1;
+  double client_cores = -1;
+  double handler_us = -1;  // mean per request
+  double cpu_ms_per_request = 0;  // server + client
   ServerCounters served;
 };
 
@@ -276,9 +276,20 @@ Row Summarize(const Phase& p) {
   r.mb_per_second = r.rows_per_second * p.bytes_per_row / 1e6;
   r.p50_us = p.total.latency_us.Percentile(0.50);
   r.p99_us = p.p99_us();
-  if (p.daemon != nullptr) r.hot_share = p.served.hot_share();
-  if (p.server_cpu && p.total.seconds > 0) {
-    r.server_cores = p.total.server_cpu_seconds / p.total.seconds;
+  if (p.served.rows() > 0) r.hot_share = p.served.hot_share();
+  if (p.counters && p.total.seconds > 0) {
+    r.server_cores = p.served.cpu_seconds / p.total.seconds;
+    const double client_cpu =
+        p.total.process_cpu_seconds -
+        (p.server_in_process ? p.served.cpu_seconds : 0);
+    r.client_cores = client_cpu / p.total.seconds;
+    if (p.total.requests > 0) {
+      r.cpu_ms_per_request = 1e3 * (client_cpu + p.served.cpu_seconds) /
+                             static_cast<double>(p.total.requests);
+    }
+  }
+  if (p.served.requests > 0) {
+    r.handler_us = 1e6 * p.served.handler_seconds / p.served.requests;
   }
   r.served = p.served;
   return r;
@@ -310,7 +321,15 @@ absl::Status MeasureHot(const Workload& w, int rounds, absl::Duration warmup,
 
   Phase tcp = StepPhase("hot 100%", "bare TCP exchange (ceiling)",
                         {TcpFetcher(std::move(*tcp_client), w)}, w);
-  tcp.server_cpu = [s = tcp_server->get()] { return s->cpu_seconds(); };
+  tcp.counters = [s = tcp_server->get()]() -> absl::StatusOr<ServerCounters> {
+    const TcpRowServerStats stats = s->stats();
+    ServerCounters c;
+    c.requests = static_cast<double>(stats.requests);
+    c.handler_seconds = stats.handler_seconds;
+    c.cpu_seconds = stats.cpu_seconds;
+    return c;
+  };
+  tcp.server_in_process = true;
   Phase raw = StepPhase("hot 100%", "gRPC raw ByteBuffer (ours)",
                         {GrpcFetcher<RawLookupClient>(port, w)}, w);
   Phase proto = StepPhase("hot 100%", "gRPC protobuf stub",
@@ -367,26 +386,38 @@ absl::Status MeasureTail(const Workload& w, int rounds, absl::Duration warmup,
   return absl::OkStatus();
 }
 
+// `value` formatted with `format`, or "-" when it is negative (n/a).
+std::string Cell(const char* format, double value) {
+  if (value < 0) return "-";
+  char text[32];
+  std::snprintf(text, sizeof(text), format, value);
+  return text;
+}
+
 void PrintRow(const Row& r) {
   if (r.config.empty()) return;  // not run (--configs)
-  char hit[16] = "-";
-  if (r.hot_share >= 0) std::snprintf(hit, sizeof(hit), "%.1f%%", r.hot_share * 100);
-  char cores[16] = "-";
-  if (r.server_cores >= 0) std::snprintf(cores, sizeof(cores), "%.2f", r.server_cores);
-  std::printf("%-18s %-30s %3d %8llu %10.0f %8.1f %8.3f %8.3f %7s %5s\n",
+  std::printf("%-18s %-30s %3d %8llu %10.0f %7.1f %7.3f %7.3f %7s %6s %5s %5s\n",
               r.config.c_str(), r.path.c_str(), r.clients,
               static_cast<unsigned long long>(r.requests), r.rows_per_second,
-              r.mb_per_second, r.p50_us / 1e3, r.p99_us / 1e3, hit, cores);
+              r.mb_per_second, r.p50_us / 1e3, r.p99_us / 1e3,
+              Cell("%.1f%%", r.hot_share * 100).c_str(),
+              Cell("%.3f", r.handler_us / 1e3).c_str(),
+              Cell("%.2f", r.server_cores).c_str(),
+              Cell("%.2f", r.client_cores).c_str());
 }
 
 double Ratio(double a, double b) { return b > 0 ? a / b : 0; }
 
 const char* Verdict(bool met) { return met ? "met" : "MISSED"; }
 
+void PrintHotRatios(const Report& r, double hot_ratio, double p99_ratio);
+void PrintTailRatios(const Workload& w, const Report& r, double disk1,
+                     double disk2);
+
 void PrintReport(const Workload& w, const Report& r) {
-  std::printf("%-18s %-30s %3s %8s %10s %8s %8s %8s %7s %5s\n", "config",
-              "path", "cli", "requests", "rows/s", "MB/s", "p50 ms", "p99 ms",
-              "hot-hit", "srv-c");
+  std::printf("%-18s %-30s %3s %8s %10s %7s %7s %7s %7s %6s %5s %5s\n",
+              "config", "path", "cli", "requests", "rows/s", "MB/s", "p50 ms",
+              "p99 ms", "hot-hit", "srv ms", "srv-c", "cli-c");
   PrintRow(r.tcp);
   PrintRow(r.raw);
   if (r.has_proto) PrintRow(r.proto);
@@ -395,25 +426,47 @@ void PrintReport(const Workload& w, const Report& r) {
   PrintRow(r.tail1);
   PrintRow(r.tail2);
   std::printf(
-      "(rows/s and MB/s count row bytes; the O_DIRECT row counts 4 KiB reads "
-      "and its p50/p99 are per read; srv-c = server CPU cores busy, from "
-      "/proc/PID/stat or the TCP server thread's clock; hot-hit = rows served "
-      "from RAM, from the daemon's engram_shard_rows_total)\n\n");
+      "(MB/s counts row bytes; the O_DIRECT row counts 4 KiB reads, its "
+      "p50/p99 per read; hot-hit = rows served from RAM "
+      "(engram_shard_rows_total); srv ms = mean time in the server's handler "
+      "per request: parse, gather and disk reads, not the send "
+      "(engram_shard_request_duration_seconds; the TCP server's own clock); "
+      "srv-c / cli-c = server / client CPU cores busy (/proc/PID/stat, the "
+      "TCP server thread's clock; getrusage of this process, gRPC's own "
+      "threads included))\n\n");
 
   const double hot_ratio = Ratio(r.raw.rows_per_second, r.tcp.rows_per_second);
   const double p99_ratio = Ratio(r.raw.p99_us, r.tcp.p99_us);
+  const double disk1 = Ratio(r.tail1.rows_per_second, r.raw_disk.rows_per_second);
+  const double disk2 = Ratio(r.tail2.rows_per_second, r.raw_disk.rows_per_second);
+  const double disk_ratio = std::max(disk1, disk2);
+  if (r.tcp.requests > 0) PrintHotRatios(r, hot_ratio, p99_ratio);
+  if (r.raw_disk.requests > 0) PrintTailRatios(w, r, disk1, disk2);
+  std::printf("bench-shard: hot_tcp_ratio=%.3f hot_p99_ratio=%.3f "
+              "disk_ratio=%.3f\n",
+              hot_ratio, p99_ratio, disk_ratio);
+}
+
+void PrintHotRatios(const Report& r, double hot_ratio, double p99_ratio) {
   std::printf("hot 100%%: gRPC raw / bare TCP: rows/s %.3f (target >= 0.85: %s), "
               "p99 %.3f (target <= 1.5: %s)\n",
               hot_ratio, Verdict(hot_ratio >= 0.85), p99_ratio,
               Verdict(p99_ratio <= 1.5));
+  std::printf("hot 100%%: CPU per request (server + client): bare TCP %.2f ms, "
+              "gRPC raw %.2f ms (%.2fx)\n",
+              r.tcp.cpu_ms_per_request, r.raw.cpu_ms_per_request,
+              Ratio(r.raw.cpu_ms_per_request, r.tcp.cpu_ms_per_request));
   if (r.has_proto) {
     std::printf("hot 100%%: plain gRPC/protobuf / bare TCP: rows/s %.3f, p99 "
                 "%.3f (context)\n",
                 Ratio(r.proto.rows_per_second, r.tcp.rows_per_second),
                 Ratio(r.proto.p99_us, r.tcp.p99_us));
   }
-  const double disk1 = Ratio(r.tail1.rows_per_second, r.raw_disk.rows_per_second);
-  const double disk2 = Ratio(r.tail2.rows_per_second, r.raw_disk.rows_per_second);
+}
+
+// The best of 1 and 2 clients counts.
+void PrintTailRatios(const Workload& w, const Report& r, double disk1,
+                     double disk2) {
   const double disk_ratio = std::max(disk1, disk2);
   std::printf("hot 0%%, direct I/O: gRPC raw rows/s / O_DIRECT 4 KiB reads/s: "
               "1 client %.3f, 2 clients %.3f; best %.3f (target >= 0.80: %s)\n",
@@ -428,9 +481,6 @@ void PrintReport(const Workload& w, const Report& r) {
       tail.rows() > 0 ? 100 * tail.disk / tail.rows() : 0,
       Ratio(tail.file_reads, tail.disk), w.steps.distinct_share() * 100,
       w.table.sst_files.size(), absl::GetFlag(FLAGS_disk_threads));
-  std::printf("bench-shard: hot_tcp_ratio=%.3f hot_p99_ratio=%.3f "
-              "disk_ratio=%.3f\n",
-              hot_ratio, p99_ratio, disk_ratio);
 }
 
 absl::Status Run() {
@@ -502,16 +552,10 @@ absl::Status Run() {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "engram-bench-shard [--work-dir DIR] [--duration 5s] [--rounds 2] ...\n"
+      "engram-bench-shard [--work-dir DIR] [--duration 5s] [--rounds 10] ...\n"
       "Shard server Lookup vs bare TCP and O_DIRECT ceilings; see "
       "docs/benchmarks.md. Flags may be spelled with dashes or underscores.");
-  for (int i = 1; i < argc; ++i) {  // --work-dir is --work_dir
-    if (std::strncmp(argv[i], "--", 2) != 0 || argv[i][2] == '\0') continue;
-    for (char* p = argv[i] + 2; *p != '\0' && *p != '='; ++p) {
-      if (*p == '-') *p = '_';
-    }
-  }
-  absl::ParseCommandLine(argc, argv);
+  engram::ParseFlags(argc, argv);
   if (absl::Status s = engram::bench::Run(); !s.ok()) {
     std::fprintf(stderr, "engram-bench-shard: %s\n", s.ToString().c_str());
     return 1;

@@ -40,6 +40,23 @@ int NumberAfter(const std::string& line, const std::string& key) {
   return value;
 }
 
+// User + system CPU seconds of process `pid` (/proc/PID/stat), 0 if gone.
+double ProcessCpuSeconds(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string text((std::istreambuf_iterator<char>(in)),
+                   std::istreambuf_iterator<char>());
+  // Fields after "(comm)": state is field 3; utime, stime are 14 and 15.
+  const size_t close = text.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream fields(text.substr(close + 2));
+  std::string field;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i) {
+    if (i >= 14) ticks += std::strtod(field.c_str(), nullptr);
+  }
+  return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ShardDaemon>> ShardDaemon::Start(
@@ -66,6 +83,7 @@ absl::StatusOr<std::unique_ptr<ShardDaemon>> ShardDaemon::Start(
   // "engram-shard: serving shard 0/1 of T vV on 127.0.0.1:PORT (metrics :M)"
   absl::StatusOr<std::string> line = daemon->child_->ReadLine(kStartTimeout);
   if (!line.ok()) {
+    daemon->child_->Signal(SIGKILL);  // it may be stuck before serving
     return absl::UnavailableError(absl::StrCat(
         options.binary, " did not start serving: ", line.status().message(),
         " (its stderr above says why)"));
@@ -73,6 +91,7 @@ absl::StatusOr<std::unique_ptr<ShardDaemon>> ShardDaemon::Start(
   daemon->port_ = NumberAfter(*line, "127.0.0.1:");
   daemon->metrics_port_ = NumberAfter(*line, "(metrics :");
   if (daemon->port_ <= 0 || daemon->metrics_port_ <= 0) {
+    daemon->child_->Signal(SIGKILL);
     return absl::InternalError(
         absl::StrCat("unexpected first line from engram-shard: ", *line));
   }
@@ -84,39 +103,28 @@ ShardDaemon::~ShardDaemon() {
   child_->Wait();
 }
 
-double ShardDaemon::cpu_seconds() const {
-  std::ifstream in(absl::StrCat("/proc/", child_->pid(), "/stat"));
-  std::string text((std::istreambuf_iterator<char>(in)),
-                   std::istreambuf_iterator<char>());
-  // Fields after "(comm)": state is field 3; utime, stime are 14 and 15.
-  const size_t close = text.rfind(')');
-  if (close == std::string::npos) return 0;
-  std::istringstream fields(text.substr(close + 2));
-  std::string field;
-  double ticks = 0;
-  for (int i = 3; i <= 15 && fields >> field; ++i) {
-    if (i >= 14) ticks += std::strtod(field.c_str(), nullptr);
-  }
-  return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
-}
-
 absl::StatusOr<ServerCounters> ShardDaemon::Counters() const {
   absl::StatusOr<std::string> page = testing::HttpGet(metrics_port_, "/metrics");
   if (!page.ok()) return page.status();
-  ServerCounters rows;
+  auto value = [&page](const std::string& metric) {
+    return testing::MetricValue(*page, metric).value_or(0);
+  };
+  ServerCounters c;
   for (int l = 0; l < n_layers_; ++l) {
-    for (auto [tier, sum] : {std::pair{"pinned", &rows.pinned},
-                             std::pair{"cached", &rows.cached},
-                             std::pair{"disk", &rows.disk}}) {
-      *sum += testing::MetricValue(
-                  *page, absl::StrCat("engram_shard_rows_total{layer=\"", l,
-                                      "\",tier=\"", tier, "\"}"))
-                  .value_or(0);
+    for (auto [tier, sum] : {std::pair{"pinned", &c.pinned},
+                             std::pair{"cached", &c.cached},
+                             std::pair{"disk", &c.disk}}) {
+      *sum += value(absl::StrCat("engram_shard_rows_total{layer=\"", l,
+                                 "\",tier=\"", tier, "\"}"));
     }
   }
-  rows.file_reads =
-      testing::MetricValue(*page, "engram_shard_rocksdb_file_reads").value_or(0);
-  return rows;
+  c.file_reads = value("engram_shard_rocksdb_file_reads");
+  c.requests = value(
+      "engram_shard_request_duration_seconds_count{method=\"Lookup\"}");
+  c.handler_seconds =
+      value("engram_shard_request_duration_seconds_sum{method=\"Lookup\"}");
+  c.cpu_seconds = ProcessCpuSeconds(child_->pid());
+  return c;
 }
 
 std::shared_ptr<grpc::Channel> BenchChannel(int port) {

@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "bench/bench_shard_measure.h"
 #include "engram/v1/engram_store.grpc.pb.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
@@ -31,30 +32,6 @@ struct ShardDaemonOptions {
   int reader_threads = 32;        // --reader-threads
 };
 
-// A server's counters: rows served by the tier that served them (summed
-// over layers), and RocksDB's SST block reads.
-struct ServerCounters {
-  double pinned = 0;
-  double cached = 0;
-  double disk = 0;
-  double file_reads = 0;
-
-  double rows() const { return pinned + cached + disk; }
-  // Share served from RAM (pinned + cached); 0 when nothing was served.
-  double hot_share() const { return rows() > 0 ? (pinned + cached) / rows() : 0; }
-  ServerCounters operator-(const ServerCounters& o) const {
-    return {pinned - o.pinned, cached - o.cached, disk - o.disk,
-            file_reads - o.file_reads};
-  }
-  ServerCounters& operator+=(const ServerCounters& o) {
-    pinned += o.pinned;
-    cached += o.cached;
-    disk += o.disk;
-    file_reads += o.file_reads;
-    return *this;
-  }
-};
-
 // One engram-shard process serving on 127.0.0.1 (free ports for gRPC and
 // /metrics). Start() returns once it serves. The destructor sends SIGTERM
 // and waits for the exit. Not thread-safe.
@@ -68,10 +45,8 @@ class ShardDaemon {
 
   int port() const { return port_; }
   pid_t pid() const { return child_->pid(); }
-  // User + system CPU seconds the process has used (/proc/PID/stat).
-  double cpu_seconds() const;
-  // engram_shard_rows_total and engram_shard_rocksdb_file_reads, scraped
-  // from /metrics.
+  // Rows by tier, RocksDB block reads and Lookup handler time, scraped
+  // from /metrics; CPU time from /proc/PID/stat.
   absl::StatusOr<ServerCounters> Counters() const;
 
  private:

@@ -1,5 +1,7 @@
 #include "bench/bench_shard_measure.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <atomic>
 #include <string>
@@ -9,6 +11,18 @@
 #include "absl/time/clock.h"
 
 namespace engram::bench {
+namespace {
+
+double ProcessCpuSeconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  auto seconds = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec);
+  };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
+}  // namespace
 
 double Latencies::Percentile(double q) const {
   if (us_.empty()) return 0;
@@ -19,10 +33,28 @@ double Latencies::Percentile(double q) const {
   return sorted[k];
 }
 
+ServerCounters ServerCounters::operator-(const ServerCounters& o) const {
+  return {pinned - o.pinned,         cached - o.cached,
+          disk - o.disk,             file_reads - o.file_reads,
+          requests - o.requests,     handler_seconds - o.handler_seconds,
+          cpu_seconds - o.cpu_seconds};
+}
+
+ServerCounters& ServerCounters::operator+=(const ServerCounters& o) {
+  pinned += o.pinned;
+  cached += o.cached;
+  disk += o.disk;
+  file_reads += o.file_reads;
+  requests += o.requests;
+  handler_seconds += o.handler_seconds;
+  cpu_seconds += o.cpu_seconds;
+  return *this;
+}
+
 void LoopResult::Merge(const LoopResult& other) {
   requests += other.requests;
   seconds += other.seconds;
-  server_cpu_seconds += other.server_cpu_seconds;
+  process_cpu_seconds += other.process_cpu_seconds;
   latency_us.Merge(other.latency_us);
 }
 
@@ -41,6 +73,7 @@ absl::StatusOr<LoopResult> RunLoop(const LoopLimits& limits,
   const uint64_t first = *next_step;
   std::atomic<uint64_t> issued{0};
   std::atomic<bool> failed{false};
+  const double cpu_start = ProcessCpuSeconds();
   const absl::Time start = absl::Now();
   const absl::Time deadline = start + limits.duration;
 
@@ -74,6 +107,7 @@ absl::StatusOr<LoopResult> RunLoop(const LoopLimits& limits,
 
   LoopResult result;
   result.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  result.process_cpu_seconds = ProcessCpuSeconds() - cpu_start;
   for (ThreadState& state : states) {
     if (!state.status.ok()) return state.status;
     if (check && state.fetched) {

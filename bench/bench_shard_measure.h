@@ -31,6 +31,27 @@ class Latencies {
   std::vector<double> us_;
 };
 
+// A server's cumulative counters; a phase records the difference over its
+// loops. Rows by the tier that served them (summed over layers; all zero
+// for a server without tiers), RocksDB's SST block reads, requests handled
+// and the time spent handling them (parse, gather and disk reads; not the
+// send), and the server's CPU time.
+struct ServerCounters {
+  double pinned = 0;
+  double cached = 0;
+  double disk = 0;
+  double file_reads = 0;
+  double requests = 0;
+  double handler_seconds = 0;
+  double cpu_seconds = 0;
+
+  double rows() const { return pinned + cached + disk; }
+  // Share served from RAM (pinned + cached); 0 when nothing was served.
+  double hot_share() const { return rows() > 0 ? (pinned + cached) / rows() : 0; }
+  ServerCounters operator-(const ServerCounters& o) const;
+  ServerCounters& operator+=(const ServerCounters& o);
+};
+
 // One client thread's way of fetching decode step `step`: the rows it
 // received, in request order, in storage the fetcher owns (valid until its
 // next call).
@@ -48,8 +69,8 @@ struct LoopLimits {
 // What one or more loops of one configuration measured.
 struct LoopResult {
   uint64_t requests = 0;
-  double seconds = 0;             // wall time, summed over merged loops
-  double server_cpu_seconds = 0;  // filled in by the caller
+  double seconds = 0;              // wall time, summed over merged loops
+  double process_cpu_seconds = 0;  // of this whole process, user + system
   Latencies latency_us;
 
   void Merge(const LoopResult& other);

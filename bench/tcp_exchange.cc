@@ -12,6 +12,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 
 namespace engram::bench {
 namespace {
@@ -108,10 +110,15 @@ TcpRowServer::~TcpRowServer() {
   ::close(listen_fd_);
 }
 
-double TcpRowServer::cpu_seconds() const {
+TcpRowServerStats TcpRowServer::stats() const {
+  TcpRowServerStats stats;
+  stats.requests = requests_.load();
+  stats.handler_seconds = 1e-9 * static_cast<double>(handler_nanos_.load());
   timespec ts{};
   clock_gettime(cpu_clock_, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+  stats.cpu_seconds =
+      static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+  return stats;
 }
 
 void TcpRowServer::Serve() {
@@ -153,6 +160,7 @@ void TcpRowServer::ServeConnection(int fd) {
     for (uint32_t c : counts) total += c;
     ids.resize(total);
     if (!ReadFull(fd, ids.data(), total * sizeof(uint64_t))) return;
+    const absl::Time start = absl::Now();  // the whole request has arrived
     out.resize(total * row_bytes);
 
     uint8_t* dst = out.data();
@@ -165,6 +173,9 @@ void TcpRowServer::ServeConnection(int fd) {
         std::memcpy(dst, layer + *id * row_bytes, row_bytes);
       }
     }
+    handler_nanos_.fetch_add(
+        static_cast<uint64_t>(absl::ToInt64Nanoseconds(absl::Now() - start)));
+    requests_.fetch_add(1);
     struct iovec iov = {out.data(), out.size()};
     if (!WriteFull(fd, &iov, 1)) return;
   }

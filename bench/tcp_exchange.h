@@ -19,6 +19,7 @@
 #include <memory>
 #include <span>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -37,9 +38,16 @@ struct TcpRowServerOptions {
   std::vector<uint64_t> layer_rows;  // an id >= this drops the connection
 };
 
+// What a TcpRowServer has done so far.
+struct TcpRowServerStats {
+  uint64_t requests = 0;
+  double handler_seconds = 0;  // from the last id read to the gather's end
+  double cpu_seconds = 0;      // of the serving thread, user + system
+};
+
 // Listens on 127.0.0.1 (a free port) and serves one connection at a time on
-// one thread. port() and cpu_seconds() are thread-safe; the destructor
-// closes the sockets and joins the thread.
+// one thread. port() and stats() are thread-safe; the destructor closes the
+// sockets and joins the thread.
 class TcpRowServer {
  public:
   static absl::StatusOr<std::unique_ptr<TcpRowServer>> Start(
@@ -49,8 +57,7 @@ class TcpRowServer {
   TcpRowServer& operator=(const TcpRowServer&) = delete;
 
   int port() const { return port_; }
-  // CPU time (user + system) the serving thread has used so far.
-  double cpu_seconds() const;
+  TcpRowServerStats stats() const;
 
  private:
   explicit TcpRowServer(TcpRowServerOptions options)
@@ -63,6 +70,8 @@ class TcpRowServer {
   int listen_fd_ = -1;
   int port_ = 0;
   std::atomic<bool> stopping_{false};
+  std::atomic<uint64_t> requests_{0};
+  std::atomic<uint64_t> handler_nanos_{0};
   absl::Mutex mu_;
   int conn_fd_ ABSL_GUARDED_BY(mu_) = -1;
   std::thread thread_;
