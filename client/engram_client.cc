@@ -7,6 +7,7 @@
 #include "client/engram_client_impl.h"
 #include "client/local_cache.h"
 #include "client/step_state.h"
+#include "common/fast_mod.h"
 #include "common/fp8.h"
 #include "common/table.h"
 #include "service/wire.h"
@@ -216,6 +217,7 @@ void EngramClient::Impl::SendLayer(StepState& st, int layer) {
   // Count rows per shard (local-cache rows are not fetched).
   std::vector<uint32_t> start(static_cast<size_t>(n_shards) + 1, 0);
   ly.unique_pos.resize(u);
+  const FastModulo shard_of(static_cast<uint64_t>(n_shards));
   uint64_t local = 0;
   for (size_t k = 0; k < u; ++k) {
     const uint64_t row = ly.unique_rows[k];
@@ -225,7 +227,7 @@ void EngramClient::Impl::SendLayer(StepState& st, int layer) {
       continue;
     }
     ly.unique_pos[k] = 0;
-    ++start[shard_map.ShardOf(row) + 1];
+    ++start[shard_of.Mod(row) + 1];
   }
   for (int s = 0; s < n_shards; ++s) start[s + 1] += start[s];
   const size_t fetched = start[n_shards];
@@ -235,7 +237,7 @@ void EngramClient::Impl::SendLayer(StepState& st, int layer) {
   for (size_t k = 0; k < u; ++k) {
     if (ly.unique_pos[k] == kLocal) continue;
     const uint64_t row = ly.unique_rows[k];
-    const uint32_t pos = fill[shard_map.ShardOf(row)]++;
+    const uint32_t pos = fill[shard_of.Mod(row)]++;
     ly.grouped[pos] = row;
     ly.unique_pos[k] = pos;
   }

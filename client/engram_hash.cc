@@ -8,28 +8,15 @@
 namespace engram {
 namespace {
 
-__extension__ typedef unsigned __int128 u128;
-
-// Barrett reduction with a 64-bit reciprocal: with M = floor((2^64 - 1) / d),
-// q = high64(a * M) is floor(a / d) or one less for every 64-bit a (the
-// error a * (2^64/d - M) / 2^64 is below 1), so a - q * d needs at most one
-// correction. One widening multiply and one plain multiply instead of a
-// 64-bit divide.
-inline uint64_t ComputeMagic(uint64_t d) { return ~uint64_t{0} / d; }
-
-inline uint64_t FastMod(uint64_t a, uint64_t magic, uint64_t d) {
-  const uint64_t q = static_cast<uint64_t>((static_cast<u128>(a) * magic) >> 64);
-  const uint64_t r = a - q * d;
-  return r >= d ? r - d : r;
-}
 
 // floor_mod(x, d) for d > 0 from an unsigned remainder: for negative x,
 // floor_mod(x, d) = d - 1 - (~x mod d), and ~x = -x - 1 >= 0.
 template <bool kFast>
-inline uint64_t FloorMod(int64_t x, uint64_t magic, uint64_t d) {
+inline uint64_t FloorMod(int64_t x, const FastModulo& m) {
+  const uint64_t d = m.divisor();
   const uint64_t neg = static_cast<uint64_t>(x >> 63);  // all ones if x < 0
   const uint64_t u = static_cast<uint64_t>(x) ^ neg;
-  const uint64_t r = kFast ? FastMod(u, magic, d) : u % d;
+  const uint64_t r = kFast ? m.Mod(u) : u % d;
   return (r ^ neg) + (d & neg);
 }
 
@@ -51,8 +38,7 @@ NgramHasher::NgramHasher(HashLayout layout, HasherOptions options)
     }
     for (int c = 0; c < n_cols_; ++c) {
       const uint64_t p = static_cast<uint64_t>(layout_.prime(l, c));
-      columns_.push_back(
-          {ComputeMagic(p), p, static_cast<uint64_t>(layout_.offsets[l][c])});
+      columns_.push_back({FastModulo(p), static_cast<uint64_t>(layout_.offsets[l][c])});
     }
   }
 }
@@ -156,7 +142,7 @@ void NgramHasher::HashPositions(const int64_t* cache, int64_t start_pos,
         rolling ^= tok[i] * mult[i];
         const int64_t x = static_cast<int64_t>(rolling);
         for (int h = 0; h < n_heads_; ++h, ++col, ++out) {
-          *out = FloorMod<kFast>(x, col->magic, col->prime) + col->offset;
+          *out = FloorMod<kFast>(x, col->modulo) + col->offset;
         }
       }
     }

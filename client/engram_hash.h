@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/fast_mod.h"
 #include "common/layout.h"
 
 namespace engram {
@@ -47,8 +48,7 @@ class SequenceState {
 // Options for NgramHasher.
 struct HasherOptions {
   // How each column's floor-mod is computed. kFast (the default) uses a
-  // precomputed 64-bit reciprocal per prime (Barrett reduction: one widening
-  // multiply, one multiply, one conditional subtract); kDivide uses the
+  // precomputed reciprocal per prime (common/fast_mod.h); kDivide uses the
   // hardware divide, as the reference does. Both give identical ids;
   // kDivide exists so benchmarks can show the difference.
   enum class Modulo { kFast, kDivide };
@@ -91,8 +91,7 @@ class NgramHasher {
 
  private:
   struct Column {
-    uint64_t magic;  // floor((2^64 - 1) / prime), for Barrett reduction
-    uint64_t prime;
+    FastModulo modulo;  // by the column's prime
     uint64_t offset;
   };
 
