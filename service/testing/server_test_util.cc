@@ -19,6 +19,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "common/metrics/scrape.h"
 #include "grpcpp/generic/generic_stub.h"
 
 extern char** environ;
@@ -79,39 +80,12 @@ std::string ToString(const grpc::ByteBuffer& buffer) {
 }
 
 absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return absl::InternalError("socket failed");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    ::close(fd);
-    return absl::UnavailableError(
-        absl::StrCat("cannot connect to port ", port));
+  absl::StatusOr<metrics::HttpResponse> r = metrics::HttpGet(port, path);
+  if (!r.ok()) return r.status();
+  if (r->status != 200) {
+    return absl::InternalError(r->headers.substr(0, r->headers.find("\r\n")));
   }
-  const std::string request =
-      absl::StrCat("GET ", path,
-                   " HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
-  if (::write(fd, request.data(), request.size()) !=
-      static_cast<ssize_t>(request.size())) {
-    ::close(fd);
-    return absl::InternalError("short write");
-  }
-  std::string reply;
-  char buf[16384];
-  ssize_t n;
-  while ((n = ::read(fd, buf, sizeof(buf))) > 0) reply.append(buf, n);
-  ::close(fd);
-  const size_t body = reply.find("\r\n\r\n");
-  if (reply.rfind("HTTP/1.", 0) != 0 || body == std::string::npos) {
-    return absl::InternalError(
-        absl::StrCat("bad HTTP reply: ", reply.substr(0, 200)));
-  }
-  if (reply.find(" 200 ") > reply.find("\r\n")) {
-    return absl::InternalError(reply.substr(0, reply.find("\r\n")));
-  }
-  return reply.substr(body + 4);
+  return std::move(r->body);
 }
 
 std::optional<double> MetricValue(const std::string& page,
