@@ -107,42 +107,42 @@ uint16_t FloatToBf16(float x) {
   return Bf16FromBits(std::bit_cast<uint32_t>(x));
 }
 
-void DequantizeRows(const uint8_t* rows, size_t n_rows, int head_dim,
-                    int scale_block, float* out) {
+namespace {
+
+// The dequantise loop for any output type; `convert` maps each f32 product
+// to one output value. Inlined per caller, so the inner loop vectorises.
+template <typename Out, typename Convert>
+inline void DequantizeRowsAs(const uint8_t* rows, size_t n_rows, int head_dim,
+                             int scale_block, Out* out, Convert convert) {
   const int n_blocks = head_dim / scale_block;
   const size_t row_bytes = static_cast<size_t>(head_dim) + n_blocks;
   const float* lut = kE4m3Table.data();
   for (size_t r = 0; r < n_rows; ++r) {
     const uint8_t* codes = rows + r * row_bytes;
     const uint8_t* scales = codes + head_dim;
-    float* o = out + r * head_dim;
+    Out* o = out + r * head_dim;
     for (int b = 0; b < n_blocks; ++b) {
       const float s = E8m0Scale(scales[b]);
       const uint8_t* c = codes + b * scale_block;
-      float* ob = o + b * scale_block;
-      for (int j = 0; j < scale_block; ++j) ob[j] = lut[c[j]] * s;
+      Out* ob = o + b * scale_block;
+      for (int j = 0; j < scale_block; ++j) ob[j] = convert(lut[c[j]] * s);
     }
   }
 }
 
+}  // namespace
+
+void DequantizeRows(const uint8_t* rows, size_t n_rows, int head_dim,
+                    int scale_block, float* out) {
+  DequantizeRowsAs(rows, n_rows, head_dim, scale_block, out,
+                   [](float v) { return v; });
+}
+
 void DequantizeRowsBf16(const uint8_t* rows, size_t n_rows, int head_dim,
                         int scale_block, uint16_t* out) {
-  const int n_blocks = head_dim / scale_block;
-  const size_t row_bytes = static_cast<size_t>(head_dim) + n_blocks;
-  const float* lut = kE4m3Table.data();
-  for (size_t r = 0; r < n_rows; ++r) {
-    const uint8_t* codes = rows + r * row_bytes;
-    const uint8_t* scales = codes + head_dim;
-    uint16_t* o = out + r * head_dim;
-    for (int b = 0; b < n_blocks; ++b) {
-      const float s = E8m0Scale(scales[b]);
-      const uint8_t* c = codes + b * scale_block;
-      uint16_t* ob = o + b * scale_block;
-      for (int j = 0; j < scale_block; ++j) {
-        ob[j] = Bf16FromBits(std::bit_cast<uint32_t>(lut[c[j]] * s));
-      }
-    }
-  }
+  DequantizeRowsAs(rows, n_rows, head_dim, scale_block, out, [](float v) {
+    return Bf16FromBits(std::bit_cast<uint32_t>(v));
+  });
 }
 
 void QuantizeRow(const float* values, int head_dim, int scale_block,
