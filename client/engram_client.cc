@@ -130,6 +130,11 @@ absl::StatusOr<std::unique_ptr<EngramClient>> EngramClient::Create(
   ch.max_reconnect_backoff = c.options.max_reconnect_backoff;
   c.channels = std::make_unique<ShardChannels>(addrs, ch);
   auto client = std::unique_ptr<EngramClient>(new EngramClient(std::move(impl)));
+  if (c.options.metrics_registry != nullptr) {
+    EngramClient* self = client.get();
+    client->impl_->metrics = std::make_unique<ClientMetrics>(
+        c.options.metrics_registry, c.n_shards, [self] { return self->stats(); });
+  }
   if (client->impl_->options.local_cache_bytes > 0) {
     absl::StatusOr<std::unique_ptr<LocalCache>> cache = LocalCache::Build(*client);
     if (!cache.ok()) return cache.status();

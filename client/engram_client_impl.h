@@ -7,6 +7,7 @@
 #include <mutex>
 #include <vector>
 
+#include "client/client_metrics.h"
 #include "client/engram_client.h"
 #include "client/local_cache.h"
 #include "client/shard_channels.h"
@@ -33,6 +34,9 @@ struct EngramClient::Impl {
   std::mutex stats_mu;
   std::vector<double> shard_latency_sum;
   std::vector<uint64_t> shard_rpcs;
+
+  // Last member but the pool: unregisters before the counters go away.
+  std::unique_ptr<ClientMetrics> metrics;
 
   std::mutex pool_mu;
   std::vector<std::unique_ptr<StepState>> pool;

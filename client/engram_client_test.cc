@@ -7,6 +7,9 @@
 #include <thread>
 
 #include "common/fp8.h"
+#include "common/metrics/registry.h"
+#include "common/metrics/scrape.h"
+#include "common/metrics/text_serializer.h"
 #include "common/table.h"
 #include "gtest/gtest.h"
 #include "service/shard_server.h"
@@ -293,6 +296,32 @@ TEST(Client, LocalCacheServesHotRowsWithoutTheNetwork) {
   EXPECT_EQ((*client)->local_cache_bytes(), 200u * 66);
   RunGeneration(**client, 4, 30, 4, 21);
   EXPECT_GT((*client)->stats().local_hits, 0u);
+}
+
+TEST(Client, CountersArePublishedThroughTheRegistry) {
+  std::vector<std::unique_ptr<ShardServer>> servers;
+  std::vector<std::vector<std::string>> addrs;
+  for (int s = 0; s < kShards; ++s) {
+    servers.push_back(StartShard(s, 0));
+    addrs.push_back({Addr(*servers.back())});
+  }
+  ClientOptions o = BaseOptions(addrs);
+  o.metrics_registry = std::make_shared<metrics::Registry>();
+  auto client = EngramClient::Create(o);
+  ASSERT_TRUE(client.ok()) << client.status();
+  RunGeneration(**client, 2, 10, 2, 31);
+  const std::vector<metrics::Sample> samples = metrics::ParseSamples(
+      metrics::TextSerializer().Serialize(o.metrics_registry->Collect()));
+  const ClientStats st = (*client)->stats();
+  EXPECT_EQ(metrics::SumSamples(samples, "engram_client_steps_total"), 3.0);
+  EXPECT_EQ(metrics::SumSamples(samples, "engram_client_ids_total"), static_cast<double>(st.ids));
+  EXPECT_EQ(metrics::SumSamples(samples, "engram_client_rpcs_total"), static_cast<double>(st.rpcs));
+  EXPECT_EQ(metrics::SumSamples(samples, "engram_client_received_bytes_total"),
+            static_cast<double>(st.bytes_received));
+  double shard_rpcs = 0;
+  for (uint64_t n : st.shard_rpcs) shard_rpcs += static_cast<double>(n);
+  EXPECT_EQ(metrics::SumSamples(samples, "engram_client_shard_rpcs_total"), shard_rpcs);
+  EXPECT_GT(shard_rpcs, 0);
 }
 
 TEST(Client, BadInputIsRefusedAndChangesNothing) {
