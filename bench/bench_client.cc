@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -48,11 +49,20 @@ ABSL_FLAG(std::string, local_cache_pcts, "1,5", "worker-side cache sizes, percen
 ABSL_FLAG(int32_t, batch, 64, "sequences per step");
 ABSL_FLAG(int32_t, prefill, 128, "prefill tokens per sequence");
 ABSL_FLAG(int32_t, blocks, 40, "simulated transformer blocks per step");
-ABSL_FLAG(int32_t, closed_loop_steps, 400, "decode steps of a closed-loop run");
-ABSL_FLAG(int32_t, steps_100us, 750, "decode steps of a 100 us/block run (4 ms steps)");
-ABSL_FLAG(int32_t, steps_500us, 250, "decode steps of a 500 us/block run (20 ms steps)");
+ABSL_FLAG(std::string, block_us, "0,100,500",
+          "simulated compute per block, microseconds (0 = closed loop)");
+ABSL_FLAG(int32_t, closed_loop_steps, 300, "decode steps of a closed-loop run");
+ABSL_FLAG(double, step_ms_total, 4000,
+          "decode steps of a simulated run: this many ms of nominal step time");
 ABSL_FLAG(int32_t, verify_per_layer, 16, "rows verified per layer per step");
 ABSL_FLAG(int32_t, max_run_seconds, 30, "a run's decode steps stop after this long");
+ABSL_FLAG(int32_t, shard_reader_threads, 0,
+          "engram-shard --reader-threads (0 = its default)");
+ABSL_FLAG(std::string, format, "bf16", "how the loop gathers rows: bf16, f32 or raw");
+ABSL_FLAG(int32_t, channels_per_replica, 1, "ClientOptions::channels_per_replica");
+ABSL_FLAG(uint32_t, max_rows_per_rpc, 16384, "ClientOptions::max_rows_per_rpc");
+ABSL_FLAG(bool, realtime_loop, true,
+          "run the loop thread under SCHED_FIFO so the simulated compute ends on time");
 ABSL_FLAG(std::string, shard_binary, "", "engram-shard (default: next to this binary)");
 
 namespace engram::bench {
@@ -68,6 +78,14 @@ int Fail(const std::string& line) {
 std::string BinDir() {
   std::error_code ec;
   return fs::read_symlink("/proc/self/exe", ec).parent_path().string();
+}
+
+// The 1-minute load average (/proc/loadavg), 0 when unreadable.
+double LoadAverage() {
+  std::ifstream in("/proc/loadavg");
+  double load = 0;
+  in >> load;
+  return load;
 }
 
 absl::StatusOr<std::vector<double>> ParseList(const std::string& flag, const std::string& text) {
@@ -91,6 +109,7 @@ struct Env {
   std::unique_ptr<TableReader> table;
   uint64_t table_bytes = 0;
   TokenTrace trace{{}};
+  RowFormat format = RowFormat::kBf16;
 };
 
 absl::StatusOr<RunOutcome> RunOne(const Env& env, const RunSpec& spec) {
@@ -101,6 +120,7 @@ absl::StatusOr<RunOutcome> RunOne(const Env& env, const RunSpec& spec) {
   d.shard_dirs = *dirs;
   d.hot_share = absl::GetFlag(FLAGS_hot_pct) / 100.0;
   d.log_dir = env.log_dir;
+  d.reader_threads = absl::GetFlag(FLAGS_shard_reader_threads);
   absl::StatusOr<std::unique_ptr<Deployment>> dep = Deployment::Start(d);
   if (!dep.ok()) return dep.status();
 
@@ -108,6 +128,8 @@ absl::StatusOr<RunOutcome> RunOne(const Env& env, const RunSpec& spec) {
   co.table_dir = env.workload.table_dir;
   co.shard_map_path = (*dep)->shard_map_path();
   for (const std::string& a : (*dep)->addresses()) co.shard_addresses.push_back({a});
+  co.channels_per_replica = absl::GetFlag(FLAGS_channels_per_replica);
+  co.max_rows_per_rpc = absl::GetFlag(FLAGS_max_rows_per_rpc);
   co.local_cache_bytes =
       static_cast<uint64_t>(spec.local_cache_pct / 100.0 * static_cast<double>(env.table_bytes));
   if (co.local_cache_bytes > 0) co.local_cache_profiles = (*dep)->hot_profiles();
@@ -126,6 +148,8 @@ absl::StatusOr<RunOutcome> RunOne(const Env& env, const RunSpec& spec) {
   lo.decode_steps = spec.decode_steps;
   lo.blocks = absl::GetFlag(FLAGS_blocks);
   lo.block_time = spec.block;
+  lo.format = env.format;
+  lo.realtime = absl::GetFlag(FLAGS_realtime_loop);
   lo.verify_per_layer = absl::GetFlag(FLAGS_verify_per_layer);
   lo.verify_table = env.table.get();
   lo.measure_skew = spec.measure_skew;
@@ -148,6 +172,15 @@ absl::StatusOr<RunOutcome> RunOne(const Env& env, const RunSpec& spec) {
 }
 
 absl::StatusOr<Env> MakeEnv() {
+  Env env;
+  const std::string format = absl::GetFlag(FLAGS_format);
+  if (format == "raw") {
+    env.format = RowFormat::kRaw;
+  } else if (format == "f32") {
+    env.format = RowFormat::kF32;
+  } else if (format != "bf16") {
+    return absl::InvalidArgumentError("--format must be bf16, f32 or raw (got '" + format + "')");
+  }
   const std::string bin = BinDir();
   const std::string build = fs::path(bin).parent_path().string();
   WorkloadOptions wo;
@@ -160,7 +193,6 @@ absl::StatusOr<Env> MakeEnv() {
   wo.engram_vocab_size = absl::GetFlag(FLAGS_vocab);
   absl::StatusOr<Workload> w = PrepareWorkload(wo);
   if (!w.ok()) return w.status();
-  Env env;
   env.workload = *std::move(w);
   env.shard_binary = absl::GetFlag(FLAGS_shard_binary).empty() ? bin + "/engram-shard"
                                                                : absl::GetFlag(FLAGS_shard_binary);
@@ -181,28 +213,40 @@ absl::StatusOr<Env> MakeEnv() {
   return env;
 }
 
-// The runs, in order: per shard count closed loop, 100 us, 500 us; then the
-// local cache sizes on the largest shard count.
+// The runs, in order: per shard count, each --block-us; then each local
+// cache size on the largest shard count at the simulated block times.
 absl::StatusOr<std::vector<RunSpec>> Plan() {
   absl::StatusOr<std::vector<double>> shards = ParseList("shards", absl::GetFlag(FLAGS_shards));
   if (!shards.ok()) return shards.status();
+  absl::StatusOr<std::vector<double>> block_us = ParseList("block_us", absl::GetFlag(FLAGS_block_us));
+  if (!block_us.ok()) return block_us.status();
   absl::StatusOr<std::vector<double>> caches =
       ParseList("local_cache_pcts", absl::GetFlag(FLAGS_local_cache_pcts));
   if (!caches.ok()) return caches.status();
-  std::vector<RunSpec> plan;
   int most = 0;
   for (double s : *shards) {
-    const int n = static_cast<int>(s);
-    if (n < 1 || n != s) return absl::InvalidArgumentError("--shards: counts must be whole, >= 1");
-    most = std::max(most, n);
-    plan.push_back({n, absl::ZeroDuration(), absl::GetFlag(FLAGS_closed_loop_steps), 0, false});
-    plan.push_back({n, absl::Microseconds(100), absl::GetFlag(FLAGS_steps_100us), 0, false});
-    plan.push_back({n, absl::Microseconds(500), absl::GetFlag(FLAGS_steps_500us), 0, true});
+    if (s < 1 || s != static_cast<int>(s)) {
+      return absl::InvalidArgumentError(absl::StrCat("--shards: ", s, " is not a whole count >= 1"));
+    }
+    most = std::max(most, static_cast<int>(s));
+  }
+  auto steps = [](double us) {
+    return us == 0 ? absl::GetFlag(FLAGS_closed_loop_steps)
+                   : static_cast<int>(absl::GetFlag(FLAGS_step_ms_total) * 1000.0 /
+                                      (us * absl::GetFlag(FLAGS_blocks)));
+  };
+  std::vector<RunSpec> plan;
+  for (double s : *shards) {
+    for (double us : *block_us) {
+      // The traffic's skew is counted once: on the headline configuration.
+      const bool skew = s == most && us == block_us->back();
+      plan.push_back({static_cast<int>(s), absl::Microseconds(us), steps(us), 0, skew});
+    }
   }
   for (double pct : *caches) {
-    if (pct <= 0) continue;
-    plan.push_back({most, absl::Microseconds(100), absl::GetFlag(FLAGS_steps_100us), pct, false});
-    plan.push_back({most, absl::Microseconds(500), absl::GetFlag(FLAGS_steps_500us), pct, false});
+    for (double us : *block_us) {
+      if (pct > 0 && us > 0) plan.push_back({most, absl::Microseconds(us), steps(us), pct, false});
+    }
   }
   return plan;
 }
@@ -213,6 +257,11 @@ int Run() {
   if (!plan.ok()) return Fail(std::string(plan.status().message()));
   absl::StatusOr<Env> env = MakeEnv();
   if (!env.ok()) return Fail(std::string(env.status().message()));
+  const double load = LoadAverage();
+  if (load > 0.5) {
+    std::fprintf(stderr, "bench-client: the load average is %.2f: something else is using the "
+                 "CPUs, the figures will show it\n", load);
+  }
   std::vector<RunOutcome> outcomes;
   const absl::Time start = absl::Now();
   for (const RunSpec& spec : *plan) {
@@ -233,6 +282,7 @@ int Run() {
   report.batch = absl::GetFlag(FLAGS_batch);
   report.prefill = absl::GetFlag(FLAGS_prefill);
   report.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  report.load_average = load;
   PrintReport(report, outcomes);
   for (const RunOutcome& o : outcomes) {
     if (o.loop.wrong > 0) return Fail(absl::StrCat(Describe(o.spec), ": ", o.loop.wrong, " wrong rows"));

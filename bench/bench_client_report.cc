@@ -1,5 +1,7 @@
 #include "bench/bench_client_report.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 
@@ -22,23 +24,26 @@ double LocalHitPct(const InferenceLoopResult& r) {
 
 void PrintClosedLoop(const std::vector<RunOutcome>& runs) {
   std::printf("\nclosed loop (no simulated compute; a step = Prefetch, then Wait for every layer)\n");
-  std::printf("%6s %6s %9s %9s %11s %11s %9s %7s %17s\n", "shards", "steps", "step p50", "step p99",
-              "rows/s", "ids/s", "tokens/s", "hot %", "CPU ms/step c+s");
+  std::printf("%6s %6s %9s %9s %11s %11s %9s %7s %13s %17s\n", "shards", "steps", "step p50",
+              "step p99", "rows/s", "ids/s", "tokens/s", "hot %", "pre+gather ms",
+              "CPU ms/step c+s");
   for (const RunOutcome& o : runs) {
     if (o.spec.block != absl::ZeroDuration() || o.spec.local_cache_pct > 0) continue;
     const InferenceLoopResult& r = o.loop;
     const double s = std::max(1e-9, r.decode_seconds);
-    std::printf("%6d %6d %7.2fms %7.2fms %11.0f %11.0f %9.0f %6.1f%% %8.2f + %6.2f\n",
+    std::printf("%6d %6d %7.2fms %7.2fms %11.0f %11.0f %9.0f %6.1f%% %5.2f + %5.2f %8.2f + %6.2f\n",
                 o.spec.shards, r.decode_steps, Percentile(r.step_ms, 0.5),
                 Percentile(r.step_ms, 0.99), static_cast<double>(r.decode_unique_rows) / s,
                 static_cast<double>(r.decode_ids) / s, r.decode_tokens_per_second(),
-                o.tiers.hot_pct(), PerStepMs(r.decode_cpu_seconds, r),
+                o.tiers.hot_pct(), PerStepMs(r.prefetch_seconds, r),
+                PerStepMs(r.gather_seconds, r), PerStepMs(r.decode_cpu_seconds, r),
                 PerStepMs(o.shard_cpu_seconds, r));
   }
 }
 
 void PrintSimulated(const ReportSetup& setup, const std::vector<RunOutcome>& runs) {
-  std::printf("\nsimulated compute (%d blocks; exposed wait = time blocked in WaitArrived, %% of step time)\n",
+  std::printf("\nsimulated compute (%d blocks; exposed wait = time blocked in WaitArrived, %% of step\n"
+              "time; late = the loop woke late from its block sleeps, CPU contention)\n",
               setup.blocks);
   std::string layers;
   for (int64_t b : setup.layer_blocks) {
@@ -48,9 +53,9 @@ void PrintSimulated(const ReportSetup& setup, const std::vector<RunOutcome>& run
   for (int64_t b : setup.layer_blocks) {
     absl::StrAppend(&fetch, absl::StrFormat(" %15s", absl::StrCat("fetch", b, " p50/p99")));
   }
-  std::printf("%6s %6s %6s %5s %8s%s%s %15s %7s %7s %15s\n", "shards", "us/blk", "local", "steps",
-              "exposed", layers.c_str(), fetch.c_str(), "step p50/p99", "hot %", "local %",
-              "CPU ms/step c+s");
+  std::printf("%6s %6s %6s %5s %8s%s %7s%s %15s %7s %7s %15s\n", "shards", "us/blk", "local",
+              "steps", "exposed", layers.c_str(), "late %", fetch.c_str(), "step p50/p99", "hot %",
+              "local %", "CPU ms/step c+s");
   for (const RunOutcome& o : runs) {
     if (o.spec.block == absl::ZeroDuration()) continue;
     const InferenceLoopResult& r = o.loop;
@@ -61,10 +66,12 @@ void PrintSimulated(const ReportSetup& setup, const std::vector<RunOutcome>& run
                                                   Percentile(r.layer_fetch_ms[l], 0.5),
                                                   Percentile(r.layer_fetch_ms[l], 0.99)));
     }
-    std::printf("%6d %6lld %5.0f%% %5d %7.2f%%%s%s %6.2f/%6.2fms %6.1f%% %6.1f%% %6.2f + %6.2f\n",
+    const double late_pct =
+        r.decode_seconds > 0 ? 100.0 * r.late_wake_seconds / r.decode_seconds : 0;
+    std::printf("%6d %6lld %5.0f%% %5d %7.2f%%%s %6.2f%%%s %6.2f/%6.2fms %6.1f%% %6.1f%% %6.2f + %6.2f\n",
                 o.spec.shards, static_cast<long long>(absl::ToInt64Microseconds(o.spec.block)),
                 o.spec.local_cache_pct, r.decode_steps, r.exposed_wait_pct, per_layer.c_str(),
-                per_fetch.c_str(), Percentile(r.step_ms, 0.5), Percentile(r.step_ms, 0.99),
+                late_pct, per_fetch.c_str(), Percentile(r.step_ms, 0.5), Percentile(r.step_ms, 0.99),
                 o.tiers.hot_pct(), LocalHitPct(r), PerStepMs(r.decode_cpu_seconds, r),
                 PerStepMs(o.shard_cpu_seconds, r));
   }
@@ -91,6 +98,8 @@ void PrintReport(const ReportSetup& setup, const std::vector<RunOutcome>& runs) 
               static_cast<double>(setup.table_bytes) / 1e6);
   std::printf("%-14s hot tier %.0f%% of each shard's rows (80%% pinned from the profile), restarted per run\n",
               "shards", setup.hot_pct);
+  std::printf("%-14s %ld cores; 1-minute load average %.2f before the runs\n", "machine",
+              sysconf(_SC_NPROCESSORS_ONLN), setup.load_average);
   std::string blocks;
   for (int64_t b : setup.layer_blocks) absl::StrAppend(&blocks, blocks.empty() ? "" : " and ", b);
   std::printf("%-14s batch %d, prefill %d, then decode steps; Engram layers at blocks %s\n", "workload",

@@ -44,7 +44,8 @@ struct ReportSetup {
   int blocks = 0;
   int batch = 0;
   int prefill = 0;
-  double seconds = 0;  // wall time of the runs
+  double seconds = 0;       // wall time of the runs
+  double load_average = 0;  // 1-minute load average before the runs
 };
 
 // The tables, then the last line

@@ -119,13 +119,13 @@ absl::StatusOr<Workload> PrepareWorkload(const WorkloadOptions& o) {
     if (!h.ok()) return h.status();
     map_hash = *h;
   }
-  w.dir = absl::StrFormat("%s/v41-vocab%d-%08x", o.work_dir, o.engram_vocab_size,
+  w.dir = absl::StrFormat("%s/%s-vocab%d-%08x", o.work_dir, o.preset, o.engram_vocab_size,
                           static_cast<uint32_t>(*trace_hash ^ (map_hash * 31)));
   w.profile_trace = w.dir + "/profile.trace";
   w.workload_trace = w.dir + "/workload.trace";
   w.table_dir = w.dir + "/table";
   const std::string stamp = w.dir + "/stamp";
-  const std::string want = absl::StrCat("v41 vocab=", o.engram_vocab_size, " trace=", trace,
+  const std::string want = absl::StrCat(o.preset, " vocab=", o.engram_vocab_size, " trace=", trace,
                                         " token_map=", token_map.empty() ? "-" : token_map, "\n");
   absl::StatusOr<std::string> have = ReadFileToString(stamp);
   if (have.ok() && *have == want) return w;
@@ -135,11 +135,11 @@ absl::StatusOr<Workload> PrepareWorkload(const WorkloadOptions& o) {
   fs::create_directories(w.dir, ec);
   if (ec) return absl::InternalError(absl::StrCat("cannot create ", w.dir, ": ", ec.message()));
   if (absl::Status s = SplitTrace(trace, w.profile_trace, w.workload_trace); !s.ok()) return s;
-  Say(absl::StrCat("generating a v41-geometry table (engram_vocab_size ", o.engram_vocab_size,
+  Say(absl::StrCat("generating a ", o.preset, "-geometry table (engram_vocab_size ", o.engram_vocab_size,
                    ") in ", w.table_dir));
   GenTableOptions g;
   g.out_dir = w.table_dir;
-  g.preset = "v41";
+  g.preset = o.preset;
   g.engram_vocab_size = o.engram_vocab_size;
   g.token_map_file = token_map;
   if (absl::Status s = GenerateTable(g, {}); !s.ok()) {

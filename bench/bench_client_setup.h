@@ -5,7 +5,7 @@
 // shards imported with the profile.
 //
 //   WORK/corpus.trace, token_map.json      real text (or zipf.trace)
-//   WORK/v41-vocab<V>-<trace hash>/        one per (vocab, trace, map)
+//   WORK/<preset>-vocab<V>-<trace hash>/   one per (preset, vocab, trace, map)
 //       profile.trace  workload.trace  table/  shards-<N>/shard-<i>/  stamp
 //
 // Not thread-safe; one benchmark per work directory at a time.
@@ -33,12 +33,15 @@ struct WorkloadOptions {
   std::string token_map;
   std::string demo_dir;    // e.g. build/demo; may be empty
   std::string source_dir;  // the repository (for tools/). REQUIRED
-  int64_t engram_vocab_size = 20000;  // of the v41 preset
+  int64_t engram_vocab_size = 20000;  // of the preset
+  // The table's geometry (common/table_gen.h): "v41" (264-byte rows) or
+  // "small" (66-byte rows). Names the table's directory.
+  std::string preset = "v41";
 };
 
 struct Workload {
   std::string description;     // where the tokens came from, for the report
-  std::string dir;             // WORK/v41-vocab<V>-<hash>
+  std::string dir;             // WORK/<preset>-vocab<V>-<hash>
   std::string profile_trace;   // odd lines of the trace
   std::string workload_trace;  // even lines
   std::string table_dir;

@@ -105,12 +105,16 @@ void InstallChildCleanup() {
 }
 
 absl::StatusOr<std::unique_ptr<ShardProcess>> ShardProcess::Start(const Options& o) {
-  const std::vector<std::string> args = {
-      o.binary,           "--db",           o.db_dir,
-      "--listen",         "127.0.0.1:0",    "--metrics-port",
-      "0",                "--ram-budget",   absl::StrCat(o.ram_budget_bytes),
-      "--drain-timeout",  "2s",
+  std::vector<std::string> args = {
+      o.binary,      "--db",     o.db_dir, "--listen",        "127.0.0.1:0",
+      "--metrics-port", "0",     "--ram-budget", absl::StrCat(o.ram_budget_bytes),
+      "--drain-timeout", "2s",
   };
+  if (o.reader_threads > 0) {
+    args.push_back("--reader-threads");
+    args.push_back(absl::StrCat(o.reader_threads));
+  }
+  if (o.direct_io) args.push_back("--direct-io");
   std::vector<char*> argv;
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -216,6 +220,8 @@ absl::StatusOr<std::unique_ptr<Deployment>> Deployment::Start(const Options& o) 
     po.db_dir = dir;
     po.ram_budget_bytes =
         static_cast<uint64_t>(std::llround(o.hot_share * static_cast<double>(*bytes)));
+    po.reader_threads = o.reader_threads;
+    po.direct_io = o.direct_io;
     po.log_path = absl::StrCat(o.log_dir, "/shard-", i, "-of-", o.shard_dirs.size(), ".err");
     absl::StatusOr<std::unique_ptr<ShardProcess>> p = ShardProcess::Start(po);
     if (!p.ok()) return p.status();
@@ -236,6 +242,12 @@ std::vector<std::string> Deployment::addresses() const {
 std::vector<pid_t> Deployment::pids() const {
   std::vector<pid_t> out;
   for (const auto& s : shards_) out.push_back(s->pid());
+  return out;
+}
+
+std::vector<int> Deployment::metrics_ports() const {
+  std::vector<int> out;
+  for (const auto& s : shards_) out.push_back(s->metrics_port());
   return out;
 }
 

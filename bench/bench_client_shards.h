@@ -32,6 +32,8 @@ class ShardProcess {
     std::string binary;         // the engram-shard executable. REQUIRED.
     std::string db_dir;         // shard directory. REQUIRED.
     uint64_t ram_budget_bytes = 0;
+    int reader_threads = 0;     // --reader-threads; 0 = the server's default
+    bool direct_io = false;     // --direct-io
     std::string log_path = "/dev/null";
     absl::Duration start_timeout = absl::Seconds(60);
   };
@@ -75,6 +77,8 @@ class Deployment {
     std::string binary;                   // engram-shard. REQUIRED.
     std::vector<std::string> shard_dirs;  // shard i first. REQUIRED.
     double hot_share = 0.10;              // --ram-budget / shard row bytes
+    bool direct_io = false;               // every process with --direct-io
+    int reader_threads = 0;               // per shard; 0 = the server's default
     std::string log_dir;                  // shard-I.err files. REQUIRED.
   };
   static absl::StatusOr<std::unique_ptr<Deployment>> Start(const Options& options);
@@ -88,6 +92,8 @@ class Deployment {
   // Sum of the hot-tier budgets, bytes.
   uint64_t hot_bytes() const { return hot_bytes_; }
   std::vector<pid_t> pids() const;
+  // Each shard's /metrics port, shard 0 first.
+  std::vector<int> metrics_ports() const;
   double cpu_seconds() const;  // all shard processes
   absl::StatusOr<TierRows> Tiers() const;
 

@@ -48,6 +48,7 @@ std::unique_ptr<StepState> EngramClient::Impl::TakeState() {
   if (pool.empty()) {
     auto s = std::make_unique<StepState>();
     s->layers.resize(static_cast<size_t>(n_layers));
+    s->advance = [this](StepState& st, int wanted) { Advance(st, wanted); };
     return s;
   }
   auto s = std::move(pool.back());
@@ -293,6 +294,22 @@ void EngramClient::Impl::SendLayer(StepState& st, int layer) {
   }
 }
 
+void EngramClient::Impl::Advance(StepState& st, int wanted) {
+  if (!options.pipeline_layers) wanted = n_layers - 1;
+  while (true) {
+    int layer;
+    {
+      std::lock_guard<std::mutex> l(st.mu);
+      if (st.releasing || st.next_to_send >= n_layers) return;
+      const bool previous_in =
+          st.next_to_send == 0 || st.layers[st.next_to_send - 1].pending == 0;
+      if (st.next_to_send > wanted && !previous_in) return;
+      layer = st.next_to_send++;  // claimed: no other thread sends it
+    }
+    SendLayer(st, layer);
+  }
+}
+
 absl::StatusOr<Step> EngramClient::Impl::FetchRows(
     const std::vector<std::vector<uint64_t>>& rows) {
   std::unique_ptr<StepState> st = TakeState();
@@ -310,6 +327,8 @@ absl::StatusOr<Step> EngramClient::Impl::FetchRows(
     ly.unique_rows = rows[l];
     st->unique_rows += rows[l].size();
   }
+  st->releasing = false;
+  st->next_to_send = n_layers;  // sent right here, all at once
   std::unique_ptr<LocalCache> no_cache = std::move(local_cache);
   for (int l = 0; l < n_layers; ++l) SendLayer(*st, l);
   local_cache = std::move(no_cache);
@@ -405,7 +424,9 @@ absl::StatusOr<Step> EngramClient::Prefetch(const StepInput& in) {
   st->prefetched = absl::Now();
   for (int l = 0; l < c.n_layers; ++l) st->layers[l].arrived = st->prefetched;
   // Layers go out in order: the first Engram layer's rows are needed first.
-  for (int l = 0; l < c.n_layers; ++l) c.SendLayer(*st, l);
+  st->next_to_send = 0;
+  st->releasing = false;
+  c.Advance(*st, 0);
   c.steps.fetch_add(1, std::memory_order_relaxed);
   c.ids.fetch_add(st->ids.size(), std::memory_order_relaxed);
   c.unique_rows.fetch_add(st->unique_rows, std::memory_order_relaxed);
@@ -446,9 +467,12 @@ void Step::Release() {
   StepState& st = *state_;
   {
     std::unique_lock<std::mutex> l(st.mu);
+    st.releasing = true;  // no layer is sent from here on
     if (st.not_quiet > 0) {
+      std::vector<ShardRpc*> live;
+      for (auto& rpc : st.rpcs) live.push_back(rpc.get());
       l.unlock();
-      for (auto& rpc : st.rpcs) rpc->Cancel();
+      for (ShardRpc* rpc : live) rpc->Cancel();
       l.lock();
       st.cv.wait(l, [&] { return st.not_quiet == 0; });
     }
@@ -476,8 +500,11 @@ absl::Status Step::WaitArrived(int layer) {
     return absl::InvalidArgumentError(absl::StrCat("no Engram layer ", layer));
   }
   StepState& st = *state_;
+  client_->Advance(st, layer);  // a layer nobody has sent yet goes out now
   std::unique_lock<std::mutex> l(st.mu);
-  st.cv.wait(l, [&] { return st.layers[layer].pending == 0; });
+  st.cv.wait(l, [&] {
+    return st.next_to_send > layer && st.layers[layer].pending == 0;
+  });
   return st.layers[layer].status;
 }
 

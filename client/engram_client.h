@@ -4,7 +4,8 @@
 // time. Prefetch() hashes them (bit-exact, locally), de-duplicates the row
 // ids across the batch and across layers, routes them to shards
 // (row % n_shards), and sends one batched Lookup per (shard, layer) — more
-// when over Options::max_rows_per_rpc — without blocking. Wait() blocks only
+// when over Options::max_rows_per_rpc — without blocking (later layers go
+// out as the earlier ones arrive, see ClientOptions::pipeline_layers). Wait() blocks only
 // until one layer's rows are in, then writes them in [B, T, n_cols, row]
 // order into the caller's buffer: raw stored rows, or dequantised f32/bf16.
 // A worker can Wait for the first Engram layer while the second's rows are
@@ -66,6 +67,11 @@ struct ClientOptions {
   bool hedge = false;
   absl::Duration hedge_delay = absl::ZeroDuration();
   absl::Duration min_hedge_delay = absl::Microseconds(500);
+  // Send a layer's requests only once the layer before it has arrived (or a
+  // Wait asks for it), so the first Engram layer, whose prefetch window is a
+  // single block, does not share the shards with the later ones. Off: every
+  // layer is sent at Prefetch.
+  bool pipeline_layers = true;
   // Reconnect backoff of the channels.
   absl::Duration max_reconnect_backoff = absl::Seconds(2);
 

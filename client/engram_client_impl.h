@@ -45,6 +45,9 @@ struct EngramClient::Impl {
   void ReturnState(std::unique_ptr<StepState> s);
   void Dedup(StepState& st, int layer);
   void SendLayer(StepState& st, int layer);
+  // Sends the step's next layers in order: each once the one before it has
+  // arrived (options.pipeline_layers), and every layer up to `wanted` now.
+  void Advance(StepState& st, int wanted);
   void Resolve(StepState& st, int layer);
   RpcPolicy Policy() const;
   // A step whose unique rows are `rows[layer]` (no hashing, no local

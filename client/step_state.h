@@ -6,6 +6,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -47,14 +48,24 @@ struct StepState {
 
   std::mutex mu;
   std::condition_variable cv;
-  int not_quiet = 0;  // RPCs that may still call back
+  int not_quiet = 0;      // RPCs that may still call back
+  int next_to_send = 0;   // layers [0, next_to_send) have been sent
+  bool releasing = false; // the Step is being destroyed: send nothing more
+  // Sends the layers that are due (EngramClient::Impl::Advance); set once.
+  std::function<void(StepState&, int)> advance;
 
+  // Called by an RPC before it goes quiet, so the step is still alive.
   void OnRpcDone(int layer, const absl::Status& s) {
-    std::lock_guard<std::mutex> l(mu);
-    Layer& ly = layers[layer];
-    if (!s.ok() && ly.status.ok()) ly.status = s;
-    if (--ly.pending == 0) ly.arrived = absl::Now();
-    cv.notify_all();
+    bool layer_done;
+    {
+      std::lock_guard<std::mutex> l(mu);
+      Layer& ly = layers[layer];
+      if (!s.ok() && ly.status.ok()) ly.status = s;
+      layer_done = --ly.pending == 0;
+      if (layer_done) ly.arrived = absl::Now();
+      cv.notify_all();
+    }
+    if (layer_done) advance(*this, -1);
   }
   void OnRpcQuiet() {
     std::lock_guard<std::mutex> l(mu);

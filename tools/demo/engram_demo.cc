@@ -133,7 +133,7 @@ int Run() {
   std::printf("%-44s %.2f / %.2f ms\n", "fetch latency p50 / p99 (decode step)",
               Percentile(r.layer_fetch_ms.back(), 0.50), Percentile(r.layer_fetch_ms.back(), 0.99));
   std::printf("%-44s %.2f ms / %.2f ms\n", "prefetch (hash+send) / gather per step",
-              1e3 * r.prefetch_seconds / std::max(1, D), 1e3 * r.gather_seconds / (D + 1));
+              1e3 * r.prefetch_seconds / std::max(1, D), 1e3 * r.gather_seconds / std::max(1, D));
   std::printf("%-44s %llu rpcs, %llu retries, %llu hedges, %llu failed\n", "client",
               static_cast<unsigned long long>(st.rpcs), static_cast<unsigned long long>(st.retries),
               static_cast<unsigned long long>(st.hedges),

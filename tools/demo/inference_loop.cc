@@ -1,5 +1,7 @@
 #include "tools/demo/inference_loop.h"
 
+#include <pthread.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <time.h>
@@ -26,9 +28,11 @@ void SleepUntil(absl::Time t) {
   nanosleep(&ts, nullptr);
 }
 
-double CpuSeconds() {
+// CPU seconds of this process (RUSAGE_SELF) or of the calling thread
+// (RUSAGE_THREAD).
+double CpuSeconds(int who) {
   rusage u;
-  getrusage(RUSAGE_SELF, &u);
+  getrusage(who, &u);
   return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
          1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
@@ -46,6 +50,29 @@ class TimerSlack {
 
  private:
   unsigned long saved_;
+};
+
+// Runs the calling thread under SCHED_FIFO for the lifetime of the object
+// (when allowed), so the simulated compute ends on time even while the
+// shards and the client's threads keep every core busy.
+class RealtimeScope {
+ public:
+  explicit RealtimeScope(bool want) {
+    if (!want) return;
+    pthread_getschedparam(pthread_self(), &saved_policy_, &saved_);
+    sched_param p{};
+    p.sched_priority = 1;
+    active_ = pthread_setschedparam(pthread_self(), SCHED_FIFO, &p) == 0;
+  }
+  ~RealtimeScope() {
+    if (active_) pthread_setschedparam(pthread_self(), saved_policy_, &saved_);
+  }
+  bool active() const { return active_; }
+
+ private:
+  bool active_ = false;
+  int saved_policy_ = SCHED_OTHER;
+  sched_param saved_{};
 };
 
 absl::Status Validate(const EngramClient& client, const InferenceLoopOptions& o) {
@@ -126,7 +153,8 @@ class Loop {
   absl::flat_hash_map<uint64_t, uint32_t> counts_;
   uint64_t lookups_ = 0;
   std::vector<absl::Duration> layer_exposed_;
-  absl::Duration exposed_, prefetch_, gather_;
+  absl::Duration exposed_, prefetch_, gather_, late_;
+  double bookkeeping_cpu_ = 0;  // Verify and CountRows, since the decode steps began
   InferenceLoopResult r_;
 };
 
@@ -149,6 +177,7 @@ absl::Status Loop::RunStep(int step_no) {
   const absl::Time t1 = absl::Now();
   absl::Time block_end = t1;
   std::vector<absl::Duration> exposed(static_cast<size_t>(L));
+  absl::Duration gather, late;
   for (int blk = 0; blk < o_.blocks; ++blk) {
     for (int l = 0; l < L; ++l) {
       if (layer_blocks_[l] != blk) continue;
@@ -159,15 +188,18 @@ absl::Status Loop::RunStep(int step_no) {
       out_[l].resize(static_cast<size_t>(B) * T * C * client_.OutputRowBytes(l, o_.format));
       if (absl::Status s = step->Wait(l, o_.format, out_[l]); !s.ok()) return s;
       const absl::Time w2 = absl::Now();
-      gather_ += w2 - w1;
+      gather += w2 - w1;
       block_end = std::max(block_end, w2);
     }
     block_end += o_.block_time;
     SleepUntil(block_end);
+    late += std::max(absl::ZeroDuration(), absl::Now() - block_end);
   }
   const absl::Time t2 = absl::Now();
+  const double book0 = CpuSeconds(RUSAGE_THREAD);
   if (o_.verify_per_layer > 0) Verify(*step, T);
   if (o_.measure_skew) CountRows(*step);
+  bookkeeping_cpu_ += CpuSeconds(RUSAGE_THREAD) - book0;
   if (!prefill) {
     ++r_.decode_steps;
     r_.decode_ids += step->row_ids().size();
@@ -179,6 +211,8 @@ absl::Status Loop::RunStep(int step_no) {
     }
     r_.decode_seconds += absl::ToDoubleSeconds(t2 - t0);
     prefetch_ += t1 - t0;
+    gather_ += gather;
+    late_ += late;
     r_.step_ms.push_back(absl::ToDoubleMilliseconds(t2 - t0));
   }
   return absl::OkStatus();
@@ -252,18 +286,23 @@ void Loop::FinishSkew() {
 
 absl::StatusOr<InferenceLoopResult> Loop::Run() {
   TimerSlack slack(1);
+  RealtimeScope realtime(o_.realtime);
+  r_.realtime = realtime.active();
   const int planned = (o_.prefill > 0 ? 1 : 0) + o_.decode_steps;
   const absl::Time start = absl::Now();
   double cpu_start = 0;
   for (int step_no = 0; step_no < planned; ++step_no) {
     if (step_no > 0 && absl::Now() - start > o_.max_run_time) break;
-    if (step_no == (o_.prefill > 0 ? 1 : 0)) cpu_start = CpuSeconds();
+    if (step_no == (o_.prefill > 0 ? 1 : 0)) {
+      cpu_start = CpuSeconds(RUSAGE_SELF);
+      bookkeeping_cpu_ = 0;
+    }
     if (absl::Status s = RunStep(step_no); !s.ok()) {
       return absl::Status(s.code(), absl::StrCat("step ", step_no, ": ", s.message()));
     }
     if (o_.progress) o_.progress(step_no + 1, planned);
   }
-  r_.decode_cpu_seconds = CpuSeconds() - cpu_start;
+  r_.decode_cpu_seconds = CpuSeconds(RUSAGE_SELF) - cpu_start - bookkeeping_cpu_;
   r_.run_seconds = absl::ToDoubleSeconds(absl::Now() - start);
   r_.all_tokens = static_cast<int64_t>(o_.batch) *
                   (o_.prefill > 0 ? o_.prefill + r_.decode_steps : r_.decode_steps);
@@ -277,6 +316,7 @@ absl::StatusOr<InferenceLoopResult> Loop::Run() {
   for (absl::Duration d : layer_exposed_) r_.layer_exposed_wait_pct.push_back(pct(d));
   r_.prefetch_seconds = absl::ToDoubleSeconds(prefetch_);
   r_.gather_seconds = absl::ToDoubleSeconds(gather_);
+  r_.late_wake_seconds = absl::ToDoubleSeconds(late_);
   if (o_.measure_skew) FinishSkew();
   r_.client = client_.stats();
   return std::move(r_);

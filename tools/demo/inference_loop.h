@@ -17,7 +17,8 @@
 //   absl::StatusOr<InferenceLoopResult> r = RunInferenceLoop(*client, o);
 //
 // Threading: RunInferenceLoop runs on the calling thread (it sets that
-// thread's timer slack to 1 ns while it runs, so sleeps end on time) and
+// thread's timer slack to 1 ns while it runs, so sleeps end on time, and
+// optionally its scheduling policy, see `realtime`) and
 // uses the client as one worker would; nothing else may use the sequences it
 // creates. Everything it returns is a plain value.
 #ifndef ENGRAM_TOOLS_DEMO_INFERENCE_LOOP_H_
@@ -77,6 +78,12 @@ struct InferenceLoopOptions {
   // Count every looked-up row to report the skew of the traffic (a hash map
   // over the run's distinct rows).
   bool measure_skew = true;
+  // Run the loop thread under SCHED_FIFO (priority 1) while it runs, so the
+  // simulated compute is not stretched when the shards and the client keep
+  // every core busy: the loop then stands for an accelerator's timeline.
+  // Needs CAP_SYS_NICE; without it the loop runs as it is (see
+  // InferenceLoopResult::realtime).
+  bool realtime = false;
   // Decode steps stop early once the run has taken this long (the result
   // says how many ran).
   absl::Duration max_run_time = absl::InfiniteDuration();
@@ -87,6 +94,7 @@ struct InferenceLoopOptions {
 // What a run measured. Decode-step figures exclude the prefill step.
 struct InferenceLoopResult {
   int batch = 0;             // sequences per step
+  bool realtime = false;     // the loop thread ran under SCHED_FIFO
   int decode_steps = 0;      // decode steps that ran
   int64_t all_tokens = 0;    // tokens of the run, prefill included
   double run_seconds = 0;    // the whole run, prefill included
@@ -98,14 +106,19 @@ struct InferenceLoopResult {
   double exposed_wait_pct = 0;
   std::vector<double> layer_exposed_wait_pct;
   double prefetch_seconds = 0;  // Prefetch (hash + send), decode steps
-  double gather_seconds = 0;    // Wait's copy/dequantisation, all steps
+  double gather_seconds = 0;    // Wait's copy/dequantisation, decode steps
+  // How much later than planned the loop woke from its block sleeps, decode
+  // steps: the simulated compute stretched by CPU contention (the fetches
+  // gain that time; a real accelerator would not give it).
+  double late_wake_seconds = 0;
 
   // Per decode step, milliseconds: step time (Prefetch to the end of the
   // last block), and Prefetch to the arrival of each layer's rows.
   std::vector<double> step_ms;
   std::vector<std::vector<double>> layer_fetch_ms;  // [layer][step]
   // CPU time of this process (all threads: loop and client) over the
-  // decode steps, from getrusage.
+  // decode steps, from getrusage, less the loop's own verification and skew
+  // counting (which run between steps).
   double decode_cpu_seconds = 0;
 
   uint64_t decode_ids = 0;          // row ids of decode steps

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# make bench: engram-store and its peers side by side (engram-bench), the
+# section "Side by side (engram-bench)" of docs/benchmarks.md rewritten with
+# the figures, and the batch-size plot drawn to docs/bench_batch.png.
+#
+#   scripts/bench.sh BUILD_DIR [engram-bench flags...]   (make bench runs it)
+#
+# Examples: scripts/bench.sh build --quick (the headline only, < 3 minutes);
+# scripts/bench.sh build --tokens zipf --zipf-exponent 1.2. The default run
+# takes under 10 minutes (the first one also builds its tables, about a
+# minute more). Only a default run (no extra flags) rewrites the docs;
+# BENCH_DOC=1 forces it, BENCH_DOC=0 prevents it.
+#
+# engram-bench runs in a process group of its own, with every engram-shard
+# and redis-server it starts; on exit, error or signal the whole group is
+# stopped.
+set -euo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
+build="$(cd "${1:-$here/build}" && pwd)"
+shift || true
+bin="$build/bin/engram-bench"
+work="$build/engram-bench"
+[ -x "$bin" ] || { echo "bench: no $bin; run make build first" >&2; exit 1; }
+mkdir -p "$work"
+
+write_doc="${BENCH_DOC:-}"
+if [ -z "$write_doc" ]; then
+  if [ $# -eq 0 ]; then write_doc=1; else write_doc=0; fi
+fi
+args=(--plot-data "$work/bench_batch.tsv")
+[ "$write_doc" = 1 ] && args+=(--doc "$here/docs/benchmarks.md" --plot-png bench_batch.png)
+
+pgid=""
+stop_group() {
+  [ -n "$pgid" ] || return 0
+  kill -TERM -- "-$pgid" 2>/dev/null || return 0
+  for _ in $(seq 1 100); do
+    kill -0 -- "-$pgid" 2>/dev/null || return 0
+    sleep 0.1
+  done
+  kill -KILL -- "-$pgid" 2>/dev/null || true
+}
+trap stop_group EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM HUP
+
+# setsid: engram-bench leads a new process group (its children join it).
+setsid "$bin" "${args[@]}" "$@" > >(tee "$work/last-run.txt") &
+pgid=$!
+status=0
+wait "$pgid" || status=$?
+pgid=""
+[ "$status" -eq 0 ] || { echo "bench: engram-bench failed (exit $status)" >&2; exit "$status"; }
+
+if [ "$write_doc" = 1 ]; then
+  if command -v gnuplot > /dev/null; then
+    gnuplot -e "data='$work/bench_batch.tsv'; out='$here/docs/bench_batch.png'" \
+      "$here/bench/plot_bench.gnuplot"
+    echo "bench: wrote docs/benchmarks.md (Side by side) and docs/bench_batch.png" >&2
+  else
+    echo "bench: wrote docs/benchmarks.md; no gnuplot, so no docs/bench_batch.png" >&2
+  fi
+fi
