@@ -238,9 +238,11 @@ absl::Status RunTable(const BenchEnv& env, const TablePlan& plan, const RoundLim
   report->setup.push_back(absl::StrFormat(
       "%s: %s preset, engram_vocab_size %d, %d rows x %d B = %s; %s", plan.label,
       plan.spec.preset, plan.spec.vocab, d.table_rows, d.map.row_bytes[0], Mb(d.table_bytes),
-      plan.on_disk ? "engram-shard --direct-io with a hot tier of 0 (tail) and of half the "
-                     "table; no RocksDB block cache"
-                   : "hot tier = the whole shard; 1 and 3 shards"));
+      plan.on_disk ? absl::StrCat("engram-shard --direct-io, no RocksDB block cache, a hot tier "
+                                  "of 0 (tail)",
+                                  plan.half_in_ram ? " and of half the table" : "")
+                   : absl::StrCat("hot tier = the whole shard; ",
+                                  d.three_shards.empty() ? "1 shard" : "1 and 3 shards")));
   if (report->workload_line.empty()) report->workload_line = d.workload.description;
 
   absl::StatusOr<std::vector<std::unique_ptr<BenchSystem>>> systems = StartSystems(env, plan, d);
@@ -273,7 +275,7 @@ absl::Status RunTable(const BenchEnv& env, const TablePlan& plan, const RoundLim
     if (!m.ok()) return m.status();
     report->rows.push_back(*std::move(m));
   }
-  if (!plan.on_disk) report->headline_row_bytes = d.map.row_bytes[0];
+  if (plan.label == report->hot_table) report->headline_row_bytes = d.map.row_bytes[0];
   return absl::OkStatus();
 }
 

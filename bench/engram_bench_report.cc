@@ -207,8 +207,10 @@ void PrintReport(const Report& r, std::FILE* out) {
   std::fprintf(out, "(top-x%%: share of lookups on the x%% most looked-up rows of the table; "
                     "reuse med: median lookups between two lookups of one row)\n\n");
 
-  std::fprintf(out, "%-14s %-15s %4s %8s %8s %8s %9s\n", "ours vs (1 sh)", "stream",
-               "conn", "/redis", "/TCP", "/memory", "p99/TCP");
+  std::fprintf(out, "ours (%s) against the peers, same table, stream and connections:\n",
+               kOursOneShard);
+  std::fprintf(out, "%-14s %-15s %4s %8s %8s %8s %9s\n", "table", "stream", "conn", "/redis",
+               "/TCP", "/memory", "p99/TCP");
   for (const RatioRow& q : StreamRatios(r)) {
     std::fprintf(out, "%-14s %-15s %4d %8s %8s %8s %9s\n", q.table.c_str(), q.stream.c_str(),
                  q.connections, RatioCell(q.redis).c_str(), RatioCell(q.tcp).c_str(),
