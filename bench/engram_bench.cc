@@ -19,7 +19,8 @@
 //
 // --quick runs the headline comparison only (v41 in RAM, decode B=256, one
 // shard, one connection; then the same table's tail off disk) in under 3
-// minutes, on the full run's in-RAM table (built in well under a minute). Either way the last line is
+// minutes, on the full run's in-RAM table (built in well under a minute). Either way the last line
+// is
 //   bench: redis_ratio=R tcp_ratio=T disk_ratio=D wire_bytes_per_row=W
 // --self-check only checks that every system returns the right bytes.
 #include <unistd.h>
@@ -36,10 +37,10 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
@@ -53,12 +54,14 @@
 
 ABSL_FLAG(bool, quick, false, "the headline comparison only, in under 3 minutes");
 ABSL_FLAG(bool, self_check, false, "check every system's bytes on a tiny table, no timing");
-ABSL_FLAG(std::string, work_dir, "", "cache of traces, tables and shards (default BUILD/engram-bench)");
+ABSL_FLAG(std::string, work_dir, "",
+          "cache of traces, tables and shards (default BUILD/engram-bench)");
 ABSL_FLAG(std::string, tokens, "real", "token source: real (English text) or zipf");
 ABSL_FLAG(double, zipf_exponent, 1.1, "exponent of --tokens zipf (1.0 to 1.2)");
 ABSL_FLAG(int64_t, hot_vocab, 20000,
           "engram_vocab_size of the in-RAM tables, and of --quick's (v41: 0.97M rows, 256 MB)");
-ABSL_FLAG(int64_t, disk_vocab, 40000, "engram_vocab_size of the on-disk table (v41: 1.9M rows, 513 MB)");
+ABSL_FLAG(int64_t, disk_vocab, 40000,
+          "engram_vocab_size of the on-disk table (v41: 1.9M rows, 513 MB)");
 ABSL_FLAG(absl::Duration, duration, absl::Seconds(3),
           "measured time per system and configuration, over all rounds");
 ABSL_FLAG(absl::Duration, warmup, absl::Milliseconds(300), "unmeasured time per system first");
@@ -68,7 +71,8 @@ ABSL_FLAG(std::string, disk_queue_depths, "1,16,32,64", "threads of the raw O_DI
 ABSL_FLAG(uint64_t, redis_mget_keys, 16384, "keys per MGET (a layer's distinct rows per step fit)");
 ABSL_FLAG(std::string, shard_binary, "", "engram-shard (default: next to this binary)");
 ABSL_FLAG(std::string, redis_server, "/usr/bin/redis-server", "the redis-server executable");
-ABSL_FLAG(std::string, doc, "", "Markdown file whose section \"Side by side (engram-bench)\" to rewrite");
+ABSL_FLAG(std::string, doc, "",
+          "Markdown file whose section \"Side by side (engram-bench)\" to rewrite");
 ABSL_FLAG(std::string, plot_data, "", "where to write the data of the batch-size plot");
 ABSL_FLAG(std::string, only, "",
           "run only the systems whose names contain one of these (comma list; for profiling)");
@@ -83,7 +87,7 @@ namespace fs = std::filesystem;
 struct TablePlan {
   std::string label;
   TableSpec spec;
-  bool on_disk = false;  // tail configurations instead of the in-RAM ones
+  bool on_disk = false;      // tail configurations instead of the in-RAM ones
   bool half_in_ram = false;  // on disk: also a hot tier of half the table
   bool diagnostics = false;  // in RAM: also the server without the client library
   std::vector<StreamSpec> streams;
@@ -137,8 +141,14 @@ absl::StatusOr<std::vector<TablePlan>> Plan(const TableSpec& tokens) {
   }
   t.vocab = absl::GetFlag(FLAGS_hot_vocab);
   t.three_shards = true;
-  plan.push_back({"v41, in RAM", t, false, false, true,
-                  {Decode(1), Decode(64), Decode(256), PrefillChunk(2048)}, {1, 2}, {}});
+  plan.push_back({"v41, in RAM",
+                  t,
+                  false,
+                  false,
+                  true,
+                  {Decode(1), Decode(64), Decode(256), PrefillChunk(2048)},
+                  {1, 2},
+                  {}});
   TableSpec small = t;
   small.preset = "small";
   small.three_shards = false;
@@ -150,7 +160,9 @@ absl::StatusOr<std::vector<TablePlan>> Plan(const TableSpec& tokens) {
   return plan;
 }
 
-std::string Mb(uint64_t bytes) { return absl::StrFormat("%.0f MB", static_cast<double>(bytes) / 1e6); }
+std::string Mb(uint64_t bytes) {
+  return absl::StrFormat("%.0f MB", static_cast<double>(bytes) / 1e6);
+}
 
 // Whether --only lets `name` run.
 bool Wanted(const std::string& name) {
@@ -163,13 +175,14 @@ bool Wanted(const std::string& name) {
 }
 
 // The systems of one table: ours first, then the peers.
-absl::StatusOr<std::vector<std::unique_ptr<BenchSystem>>> StartSystems(
-    const BenchEnv& env, const TablePlan& plan, const BenchData& d) {
+absl::StatusOr<std::vector<std::unique_ptr<BenchSystem>>> StartSystems(const BenchEnv& env,
+                                                                       const TablePlan& plan,
+                                                                       const BenchData& d) {
   using Starter = std::function<absl::StatusOr<std::unique_ptr<BenchSystem>>()>;
   std::vector<std::pair<std::string, Starter>> candidates;
   auto engram = [&](const std::string& name, const std::vector<std::string>& dirs,
-                    double hot_share) {
-    candidates.emplace_back(name, [&env, &plan, &d, name, &dirs, hot_share] {
+                    double hot_share, bool pipeline_layers = false) {
+    candidates.emplace_back(name, [&env, &plan, &d, name, &dirs, hot_share, pipeline_layers] {
       EngramSystemOptions o;
       o.name = name;
       o.shard_binary = env.shard_binary;
@@ -177,6 +190,7 @@ absl::StatusOr<std::vector<std::unique_ptr<BenchSystem>>> StartSystems(
       o.shard_dirs = dirs;
       o.hot_share = hot_share;
       o.direct_io = plan.on_disk;
+      o.pipeline_layers = pipeline_layers;
       o.log_dir = env.work_dir;
       return StartEngram(o);
     });
@@ -191,6 +205,7 @@ absl::StatusOr<std::vector<std::unique_ptr<BenchSystem>>> StartSystems(
     engram(kOursOneShard, d.one_shard, 1.0);
     if (!d.three_shards.empty()) engram("engram 3 shards", d.three_shards, 1.0);
     if (plan.diagnostics) {
+      engram(kOursPipelined, d.one_shard, 1.0, /*pipeline_layers=*/true);
       candidates.emplace_back(kRawGrpc, [&env, &d] {
         EngramSystemOptions o;
         o.name = kRawGrpc;
@@ -221,7 +236,8 @@ absl::StatusOr<std::vector<std::unique_ptr<BenchSystem>>> StartSystems(
     if (!Wanted(name)) continue;
     std::fprintf(stderr, "engram-bench: starting %s (%s)\n", name.c_str(), plan.label.c_str());
     absl::StatusOr<std::unique_ptr<BenchSystem>> s = start();
-    if (!s.ok()) return absl::Status(s.status().code(), absl::StrCat(name, ": ", s.status().message()));
+    if (!s.ok())
+      return absl::Status(s.status().code(), absl::StrCat(name, ": ", s.status().message()));
     systems.push_back(*std::move(s));
   }
   return systems;
@@ -236,8 +252,8 @@ absl::Status RunTable(const BenchEnv& env, const TablePlan& plan, const RoundLim
   if (!data.ok()) return data.status();
   const BenchData& d = **data;
   report->setup.push_back(absl::StrFormat(
-      "%s: %s preset, engram_vocab_size %d, %d rows x %d B = %s; %s", plan.label,
-      plan.spec.preset, plan.spec.vocab, d.table_rows, d.map.row_bytes[0], Mb(d.table_bytes),
+      "%s: %s preset, engram_vocab_size %d, %d rows x %d B = %s; %s", plan.label, plan.spec.preset,
+      plan.spec.vocab, d.table_rows, d.map.row_bytes[0], Mb(d.table_bytes),
       plan.on_disk ? absl::StrCat("engram-shard --direct-io, no RocksDB block cache, a hot tier "
                                   "of 0 (tail)",
                                   plan.half_in_ram ? " and of half the table" : "")
@@ -254,8 +270,9 @@ absl::Status RunTable(const BenchEnv& env, const TablePlan& plan, const RoundLim
     for (int connections : plan.connections) {
       std::vector<BenchSystem*> chosen;
       for (const auto& s : *systems) {
-        // Two connections: the networked systems, one engram shard.
-        if (connections == 1 || (s->networked() && s->name() != "engram 3 shards")) {
+        // Two connections: ours (one shard) and the peers over a wire.
+        if (connections == 1 || s->name() == kOursOneShard || s->name() == kRawGrpc ||
+            s->name() == kRedis || s->name() == kBareTcp) {
           chosen.push_back(s.get());
         }
       }
@@ -303,9 +320,9 @@ absl::StatusOr<TableSpec> TokenSource(const BenchEnv& env) {
   if (tokens == "real") return t;
   const double exponent = absl::GetFlag(FLAGS_zipf_exponent);
   if (tokens != "zipf" || exponent < 1.0 || exponent > 1.2) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--tokens ", tokens, " --zipf-exponent ", exponent,
-        ": use --tokens real, or --tokens zipf with an exponent in [1.0, 1.2]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--tokens ", tokens, " --zipf-exponent ", exponent,
+                     ": use --tokens real, or --tokens zipf with an exponent in [1.0, 1.2]"));
   }
   t.trace = absl::StrFormat("%s/zipf-%.2f.trace", env.work_dir, exponent);
   if (!fs::exists(t.trace)) {
@@ -327,16 +344,16 @@ int Run(int argc, char** argv) {
   const fs::path bin = fs::read_symlink("/proc/self/exe", ec).parent_path();
   env.build_dir = bin.parent_path().string();
   env.work_dir = absl::GetFlag(FLAGS_work_dir).empty() ? env.build_dir + "/engram-bench"
-                                                        : absl::GetFlag(FLAGS_work_dir);
-  env.shard_binary = absl::GetFlag(FLAGS_shard_binary).empty()
-                         ? (bin / "engram-shard").string()
-                         : absl::GetFlag(FLAGS_shard_binary);
+                                                       : absl::GetFlag(FLAGS_work_dir);
+  env.shard_binary = absl::GetFlag(FLAGS_shard_binary).empty() ? (bin / "engram-shard").string()
+                                                               : absl::GetFlag(FLAGS_shard_binary);
   env.redis_binary = absl::GetFlag(FLAGS_redis_server);
   for (const std::string& exe : {env.shard_binary, env.redis_binary}) {
     if (::access(exe.c_str(), X_OK) != 0) {
-      return Fail(absl::NotFoundError(absl::StrCat(
-          "no executable ", exe, "; build engram-shard / install redis-server, or pass "
-                                 "--shard-binary / --redis-server PATH")));
+      return Fail(
+          absl::NotFoundError(absl::StrCat("no executable ", exe,
+                                           "; build engram-shard / install redis-server, or pass "
+                                           "--shard-binary / --redis-server PATH")));
     }
   }
   if (absl::GetFlag(FLAGS_self_check)) return RunSelfCheck(env);
@@ -372,8 +389,8 @@ int Run(int argc, char** argv) {
                        "after %s of warm-up; every loop checks its last step's bytes",
                        absl::FormatDuration(limits.duration), limits.rounds,
                        absl::FormatDuration(limits.warmup))});
-  report.setup.push_back(absl::StrFormat("run time: %.0f s",
-                                         absl::ToDoubleSeconds(absl::Now() - start)));
+  report.setup.push_back(
+      absl::StrFormat("run time: %.0f s", absl::ToDoubleSeconds(absl::Now() - start)));
   for (const std::string& line : report.setup) std::printf("%s\n", line.c_str());
   if (!absl::GetFlag(FLAGS_plot_data).empty()) {
     if (absl::Status s = WritePlotData(report, absl::GetFlag(FLAGS_plot_data)); !s.ok()) {
@@ -404,7 +421,8 @@ int main(int argc, char** argv) {
   for (std::string& a : original) original_ptrs.push_back(a.data());
   const std::vector<char*> positional = engram::ParseFlags(argc, argv);
   if (positional.size() > 1) {
-    std::fprintf(stderr, "engram-bench: unexpected argument '%s' (flags start with --; see --help)\n",
+    std::fprintf(stderr,
+                 "engram-bench: unexpected argument '%s' (flags start with --; see --help)\n",
                  positional[1]);
     return 2;
   }

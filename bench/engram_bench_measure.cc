@@ -21,8 +21,7 @@ double Measurement::server_cpu_per_mrow() const {
 }
 
 double Measurement::client_cpu_per_mrow() const {
-  const double own = loop.process_cpu_seconds -
-                     (server_in_process ? served.server_cpu_seconds : 0);
+  const double own = loop.process_cpu_seconds - (server_in_process ? served.server_cpu_seconds : 0);
   return PerMillion(std::max(0.0, own), rows());
 }
 
@@ -31,10 +30,11 @@ double Measurement::wire_bytes_per_row() const {
   return served.wire_bytes / served.wire_rows;
 }
 
-absl::StatusOr<std::vector<Measurement>> MeasureSystems(
-    const std::string& table_label, std::span<BenchSystem* const> systems,
-    const StepStream& stream, int connections, const RowArray& table,
-    const RoundLimits& limits) {
+absl::StatusOr<std::vector<Measurement>> MeasureSystems(const std::string& table_label,
+                                                        std::span<BenchSystem* const> systems,
+                                                        const StepStream& stream, int connections,
+                                                        const RowArray& table,
+                                                        const RoundLimits& limits) {
   struct Running {
     BenchSystem* system;
     FetchStep fetch;
@@ -69,9 +69,8 @@ absl::StatusOr<std::vector<Measurement>> MeasureSystems(
     absl::StatusOr<LoopResult> result =
         RunLoop(l, std::span<const FetchStep>(&r.fetch, 1), stream.n_steps(), &r.next_step, check);
     if (!result.ok()) {
-      return absl::Status(result.status().code(),
-                          absl::StrCat(r.m.system, ", ", r.m.stream, ": ",
-                                       result.status().message()));
+      return absl::Status(result.status().code(), absl::StrCat(r.m.system, ", ", r.m.stream, ": ",
+                                                               result.status().message()));
     }
     absl::StatusOr<SystemCounters> after = r.system->Counters();
     if (!after.ok()) return after.status();
@@ -102,8 +101,8 @@ absl::StatusOr<std::vector<Measurement>> MeasureSystems(
 }
 
 absl::StatusOr<Measurement> MeasureRawDisk(const std::string& table_label,
-                                           const std::vector<std::string>& files,
-                                           int threads, const RoundLimits& limits) {
+                                           const std::vector<std::string>& files, int threads,
+                                           const RoundLimits& limits) {
   RawDiskOptions o;
   o.files = files;
   o.threads = threads;

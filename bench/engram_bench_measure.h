@@ -20,10 +20,10 @@ namespace engram::bench {
 
 // One system on one stream over some connections, its rounds merged.
 struct Measurement {
-  std::string table;    // the table's label, e.g. "v41, in RAM"
-  std::string stream;   // "decode B=256", "4 KiB reads"
-  std::string system;   // "engram 1 shard", "raw O_DIRECT QD32"
-  int connections = 0;  // 0 = in process
+  std::string table;            // the table's label, e.g. "v41, in RAM"
+  std::string stream;           // "decode B=256", "4 KiB reads"
+  std::string system;           // "engram 1 shard", "raw O_DIRECT QD32"
+  int connections = 0;          // 0 = in process
   double rows_per_request = 0;  // rows delivered per step (1 per disk read)
   double row_bytes = 0;
   bool has_server = false;
@@ -31,9 +31,7 @@ struct Measurement {
   LoopResult loop;
   SystemCounters served;
 
-  double rows_per_second() const {
-    return loop.requests_per_second() * rows_per_request;
-  }
+  double rows_per_second() const { return loop.requests_per_second() * rows_per_request; }
   double mb_per_second() const { return rows_per_second() * row_bytes / 1e6; }
   // Per request (step or read), milliseconds.
   double latency_ms(double q) const { return loop.latency_us.Percentile(q) / 1e3; }
@@ -61,16 +59,17 @@ struct RoundLimits {
 // are given 1 and reported as 0), warms them up, then runs `rounds` rounds
 // of every system in turn. Every loop's last rows are checked against
 // `table`; any wrong byte fails the measurement.
-absl::StatusOr<std::vector<Measurement>> MeasureSystems(
-    const std::string& table_label, std::span<BenchSystem* const> systems,
-    const StepStream& stream, int connections, const RowArray& table,
-    const RoundLimits& limits);
+absl::StatusOr<std::vector<Measurement>> MeasureSystems(const std::string& table_label,
+                                                        std::span<BenchSystem* const> systems,
+                                                        const StepStream& stream, int connections,
+                                                        const RowArray& table,
+                                                        const RoundLimits& limits);
 
 // `threads` threads of random 4 KiB O_DIRECT preads of `files` (the
 // queue depth), for limits.duration.
 absl::StatusOr<Measurement> MeasureRawDisk(const std::string& table_label,
-                                           const std::vector<std::string>& files,
-                                           int threads, const RoundLimits& limits);
+                                           const std::vector<std::string>& files, int threads,
+                                           const RoundLimits& limits);
 
 }  // namespace engram::bench
 

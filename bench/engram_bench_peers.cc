@@ -99,8 +99,8 @@ class PeerFetch {
  public:
   // Writes the distinct rows of `layers` of `step`, layer after layer, to
   // `dst`, over connection `connection`.
-  using FetchConnection = std::function<absl::Status(
-      int connection, std::span<const int> layers, size_t step, uint8_t* dst)>;
+  using FetchConnection = std::function<absl::Status(int connection, std::span<const int> layers,
+                                                     size_t step, uint8_t* dst)>;
 
   PeerFetch(const StepStream& stream, uint32_t row_bytes, int connections)
       : stream_(stream),
@@ -126,7 +126,8 @@ class PeerFetch {
       }
     }
     absl::Status s = fanout_.Run([&](int k) {
-      return fetch(k, layers_[static_cast<size_t>(k)], step, connection_rows_[static_cast<size_t>(k)]);
+      return fetch(k, layers_[static_cast<size_t>(k)], step,
+                   connection_rows_[static_cast<size_t>(k)]);
     });
     if (!s.ok()) return s;
     ScatterRows(stream_, step, layer_rows_, row_bytes_, out_.data());
@@ -171,9 +172,9 @@ class RedisSystem : public BenchSystem {
     const uint32_t rb = row_bytes_;
     const size_t max_keys = mget_keys_;
     std::atomic<uint64_t>* rows = &rows_;
-    PeerFetch::FetchConnection one = [state, &stream, rb, max_keys](
-                                         int k, std::span<const int> layers, size_t step,
-                                         uint8_t* dst) {
+    PeerFetch::FetchConnection one = [state, &stream, rb, max_keys](int k,
+                                                                    std::span<const int> layers,
+                                                                    size_t step, uint8_t* dst) {
       std::vector<MgetBatch>& batches = state->batches[static_cast<size_t>(k)];
       batches.clear();
       for (int l : layers) {
@@ -239,9 +240,8 @@ class TcpSystem : public BenchSystem {
     state->fetch = std::make_unique<PeerFetch>(stream, options_.row_bytes, connections);
     const uint32_t rb = options_.row_bytes;
     std::atomic<uint64_t>* rows = &rows_;
-    PeerFetch::FetchConnection one = [state, &stream, rb, rows](
-                                         int k, std::span<const int> layers, size_t step,
-                                         uint8_t* dst) {
+    PeerFetch::FetchConnection one = [state, &stream, rb, rows](int k, std::span<const int> layers,
+                                                                size_t step, uint8_t* dst) {
       // Layers this connection does not carry go as empty ones.
       std::vector<std::span<const uint64_t>>& spans = state->layers[static_cast<size_t>(k)];
       spans.assign(static_cast<size_t>(layers.back() + 1), {});
@@ -251,7 +251,8 @@ class TcpSystem : public BenchSystem {
         n += spans[static_cast<size_t>(l)].size();
       }
       rows->fetch_add(n, std::memory_order_relaxed);
-      return state->clients[static_cast<size_t>(k)]->Exchange(spans, std::span<uint8_t>(dst, n * rb));
+      return state->clients[static_cast<size_t>(k)]->Exchange(spans,
+                                                              std::span<uint8_t>(dst, n * rb));
     };
     return FetchStep([state, one](size_t step) { return state->fetch->Fetch(step, one); });
   }
@@ -301,9 +302,9 @@ class RawGrpcSystem : public BenchSystem {
     state->fetch = std::make_unique<PeerFetch>(stream, row_bytes_, connections);
     const uint32_t rb = row_bytes_;
     std::atomic<uint64_t>* rows = &rows_;
-    PeerFetch::FetchConnection one = [state, &stream, rb, rows](
-                                         int k, std::span<const int> layers, size_t step,
-                                         uint8_t* dst) -> absl::Status {
+    PeerFetch::FetchConnection one = [state, &stream, rb, rows](int k, std::span<const int> layers,
+                                                                size_t step,
+                                                                uint8_t* dst) -> absl::Status {
       // One request for all the connection's layers, split only where the
       // server's limit (engram-shard --max-rows-per-request) demands it.
       std::vector<wire::LayerRowIds>& request = state->requests[static_cast<size_t>(k)];
@@ -368,21 +369,22 @@ absl::StatusOr<std::unique_ptr<BenchSystem>> StartRawGrpc(const EngramSystemOpti
   d.log_dir = o.log_dir;
   absl::StatusOr<std::unique_ptr<Deployment>> deployment = Deployment::Start(d);
   if (!deployment.ok()) return deployment.status();
-  return std::unique_ptr<BenchSystem>(
-      new RawGrpcSystem(o.name, *std::move(deployment), row_bytes));
+  return std::unique_ptr<BenchSystem>(new RawGrpcSystem(o.name, *std::move(deployment), row_bytes));
 }
 
-absl::StatusOr<std::unique_ptr<BenchSystem>> StartRedis(
-    const RedisServerOptions& server_options, const RowArray& rows,
-    const std::vector<uint64_t>& layer_rows, size_t mget_keys) {
+absl::StatusOr<std::unique_ptr<BenchSystem>> StartRedis(const RedisServerOptions& server_options,
+                                                        const RowArray& rows,
+                                                        const std::vector<uint64_t>& layer_rows,
+                                                        size_t mget_keys) {
   absl::StatusOr<std::unique_ptr<RedisServer>> server = RedisServer::Start(server_options);
   if (!server.ok()) return server.status();
-  absl::StatusOr<std::unique_ptr<RedisRowClient>> loader = RedisRowClient::Connect((*server)->port());
+  absl::StatusOr<std::unique_ptr<RedisRowClient>> loader =
+      RedisRowClient::Connect((*server)->port());
   if (!loader.ok()) return loader.status();
   for (size_t l = 0; l < layer_rows.size(); ++l) {
-    if (absl::Status s = (*loader)->LoadLayer(static_cast<uint32_t>(l),
-                                              rows.row(static_cast<uint32_t>(l), 0),
-                                              layer_rows[l], rows.row_bytes());
+    if (absl::Status s =
+            (*loader)->LoadLayer(static_cast<uint32_t>(l), rows.row(static_cast<uint32_t>(l), 0),
+                                 layer_rows[l], rows.row_bytes());
         !s.ok()) {
       return s;
     }

@@ -13,13 +13,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
-
-#include <algorithm>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -29,8 +28,7 @@ namespace engram::bench {
 
 double ProcessCpuSeconds(pid_t pid) {
   std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
-  std::string text((std::istreambuf_iterator<char>(in)),
-                   std::istreambuf_iterator<char>());
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   // After "(comm) ": field 3 is the state; utime and stime are 14 and 15.
   const size_t close_paren = text.rfind(')');
   if (close_paren == std::string::npos) return 0;
@@ -72,7 +70,7 @@ double LoopbackSocketBytes(std::span<const int> peer_ports) {
     } else if (peer.ss_family == AF_INET6) {
       const auto* v6 = reinterpret_cast<const sockaddr_in6*>(&peer);
       const uint8_t* a = v6->sin6_addr.s6_addr;
-      static constexpr uint8_t kMappedLoopback[16] = {0, 0, 0, 0, 0, 0, 0, 0,
+      static constexpr uint8_t kMappedLoopback[16] = {0, 0, 0,    0,    0,   0, 0, 0,
                                                       0, 0, 0xff, 0xff, 127, 0, 0, 1};
       if (std::equal(a, a + 16, kMappedLoopback)) port = ntohs(v6->sin6_port);
     }
@@ -124,8 +122,7 @@ absl::StatusOr<pid_t> SpawnLinkedChild(const std::vector<std::string>& argv,
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
-  const int log_fd =
-      ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  const int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (log_fd < 0) return absl::InternalError(absl::StrCat("cannot write ", log_path));
   const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   const pid_t parent = ::getpid();

@@ -112,8 +112,8 @@ std::string RatioCell(double v) { return v > 0 ? absl::StrFormat("%.2f", v) : "-
 // Engram systems reading from disk against the raw read ceiling.
 std::vector<std::string> DiskLines(const Report& r) {
   std::vector<std::string> out;
-  const Measurement* raw = Find(r, r.disk_table, "4 KiB reads",
-                                absl::StrCat("raw O_DIRECT QD", kHeadlineQueueDepth), 0);
+  const Measurement* raw =
+      Find(r, r.disk_table, "4 KiB reads", absl::StrCat("raw O_DIRECT QD", kHeadlineQueueDepth), 0);
   for (const Measurement& m : r.rows) {
     if (m.table != r.disk_table || m.served.disk_rows <= 0) continue;
     const double raw_rate = raw == nullptr ? 0 : raw->rows_per_second();
@@ -160,8 +160,8 @@ Headline ComputeHeadline(const Report& r) {
   const Measurement* tcp = Find(r, r.hot_table, kHeadlineStream, kBareTcp, 1);
   const Measurement* memory = Find(r, r.hot_table, kHeadlineStream, kMemoryGather, 0);
   const Measurement* tail = Find(r, r.disk_table, kHeadlineStream, kOursTail, 1);
-  const Measurement* raw = Find(r, r.disk_table, "4 KiB reads",
-                                absl::StrCat("raw O_DIRECT QD", kHeadlineQueueDepth), 0);
+  const Measurement* raw =
+      Find(r, r.disk_table, "4 KiB reads", absl::StrCat("raw O_DIRECT QD", kHeadlineQueueDepth), 0);
   if (ours != nullptr) {
     if (redis != nullptr) h.redis_ratio = Ratio(ours->rows_per_second(), redis->rows_per_second());
     if (tcp != nullptr) {
@@ -180,15 +180,15 @@ Headline ComputeHeadline(const Report& r) {
 }
 
 void PrintReport(const Report& r, std::FILE* out) {
-  std::fprintf(out, "\n%-14s %-15s %-30s %4s %8s %7s %8s %8s %8s %7s %7s %6s\n", "table",
-               "stream", "system", "conn", "rows/s", "MB/s", "p50 ms", "p99 ms", "p99.9 ms",
-               "srv s/M", "cli s/M", "wire B");
+  std::fprintf(out, "\n%-14s %-15s %-30s %4s %8s %7s %8s %8s %8s %7s %7s %6s\n", "table", "stream",
+               "system", "conn", "rows/s", "MB/s", "p50 ms", "p99 ms", "p99.9 ms", "srv s/M",
+               "cli s/M", "wire B");
   for (const Measurement& m : r.rows) {
     const Cells c = CellsOf(m);
-    std::fprintf(out, "%-14s %-15s %-30s %4s %8s %7s %8s %8s %8s %7s %7s %6s\n",
-                 c.table.c_str(), c.stream.c_str(), c.system.c_str(), c.conn.c_str(),
-                 c.rows.c_str(), c.mb.c_str(), c.p50.c_str(), c.p99.c_str(), c.p999.c_str(),
-                 c.srv.c_str(), c.cli.c_str(), c.wire.c_str());
+    std::fprintf(out, "%-14s %-15s %-30s %4s %8s %7s %8s %8s %8s %7s %7s %6s\n", c.table.c_str(),
+                 c.stream.c_str(), c.system.c_str(), c.conn.c_str(), c.rows.c_str(), c.mb.c_str(),
+                 c.p50.c_str(), c.p99.c_str(), c.p999.c_str(), c.srv.c_str(), c.cli.c_str(),
+                 c.wire.c_str());
   }
   std::fprintf(out,
                "(rows/s: rows delivered in request order, repeats included; p50/p99/p99.9 per "
@@ -204,8 +204,9 @@ void PrintReport(const Report& r, std::FILE* out) {
                  100 * s.shape.top1_share, 100 * s.shape.top10_share,
                  ReuseCell(s.shape.reuse_median).c_str());
   }
-  std::fprintf(out, "(top-x%%: share of lookups on the x%% most looked-up rows of the table; "
-                    "reuse med: median lookups between two lookups of one row)\n\n");
+  std::fprintf(out,
+               "(top-x%%: share of lookups on the x%% most looked-up rows of the table; "
+               "reuse med: median lookups between two lookups of one row)\n\n");
 
   std::fprintf(out, "ours (%s) against the peers, same table, stream and connections:\n",
                kOursOneShard);
@@ -224,8 +225,9 @@ void PrintReport(const Report& r, std::FILE* out) {
                  q.m->stream.c_str(), q.m->system.c_str(), q.m->connections, q.step_ms,
                  q.rpcs_per_step, q.rpc_ms, q.handler_ms);
   }
-  std::fprintf(out, "(means; RPC ms: the client's, send to response; handler ms: the server's, "
-                    "parse + gather or disk reads, before the send)\n");
+  std::fprintf(out,
+               "(means; RPC ms: the client's, send to response; handler ms: the server's, "
+               "parse + gather or disk reads, before the send)\n");
 
   const Headline h = ComputeHeadline(r);
   std::fprintf(out, "\ntargets (%s, %s, 1 shard, 1 connection each):\n", r.hot_table.c_str(),
@@ -235,7 +237,8 @@ void PrintReport(const Report& r, std::FILE* out) {
                  t.at_least ? ">=" : "<=", t.bound, Verdict(t).c_str());
   }
   std::fprintf(out, "  %-48s %8.3f  (context)\n", "ours / memory gather rows/s", h.memory_ratio);
-  std::fprintf(out, "bench: redis_ratio=%.3f tcp_ratio=%.3f disk_ratio=%.3f wire_bytes_per_row=%.1f\n",
+  std::fprintf(out,
+               "bench: redis_ratio=%.3f tcp_ratio=%.3f disk_ratio=%.3f wire_bytes_per_row=%.1f\n",
                h.redis_ratio, h.tcp_ratio, h.disk_ratio, h.wire_bytes_per_row);
   std::fflush(out);
 }
@@ -250,11 +253,10 @@ std::string MarkdownSection(const Report& r, const std::string& plot_png) {
      << ", 1 shard, 1 connection each; tail: " << r.disk_table << ")\n\n";
   md << "| target | measured | bound | verdict |\n|---|---|---|---|\n";
   for (const Target& t : Targets(r, h)) {
-    md << absl::StrFormat("| %s | %.3f | %s %.3f | %s |\n", t.what, t.value,
-                          t.at_least ? "≥" : "≤", t.bound, Verdict(t));
+    md << absl::StrFormat("| %s | %.3f | %s %.3f | %s |\n", t.what, t.value, t.at_least ? "≥" : "≤",
+                          t.bound, Verdict(t));
   }
-  md << absl::StrFormat("| ours / memory gather rows/s (context) | %.3f | | |\n\n",
-                        h.memory_ratio);
+  md << absl::StrFormat("| ours / memory gather rows/s (context) | %.3f | | |\n\n", h.memory_ratio);
   if (!plot_png.empty()) {
     md << "![rows/s and p99 per step against the step size](" << plot_png << ")\n\n";
   }
@@ -263,9 +265,9 @@ std::string MarkdownSection(const Report& r, const std::string& plot_png) {
      << "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const Measurement& m : r.rows) {
     const Cells c = CellsOf(m);
-    md << "| " << c.table << " | " << c.stream << " | " << c.system << " | " << c.conn
-       << " | " << c.rows << " | " << c.mb << " | " << c.p50 << " | " << c.p99 << " | "
-       << c.p999 << " | " << c.srv << " | " << c.cli << " | " << c.wire << " |\n";
+    md << "| " << c.table << " | " << c.stream << " | " << c.system << " | " << c.conn << " | "
+       << c.rows << " | " << c.mb << " | " << c.p50 << " | " << c.p99 << " | " << c.p999 << " | "
+       << c.srv << " | " << c.cli << " | " << c.wire << " |\n";
   }
   md << "\n";
   for (const std::string& line : DiskLines(r)) md << "- " << line << "\n";
@@ -280,16 +282,15 @@ std::string MarkdownSection(const Report& r, const std::string& plot_png) {
      << "|---|---|---|---|---|---|---|\n";
   for (const RatioRow& q : StreamRatios(r)) {
     md << "| " << q.table << " | " << q.stream << " | " << q.connections << " | "
-       << RatioCell(q.redis) << " | " << RatioCell(q.tcp) << " | " << RatioCell(q.memory)
-       << " | " << RatioCell(q.p99_tcp) << " |\n";
+       << RatioCell(q.redis) << " | " << RatioCell(q.tcp) << " | " << RatioCell(q.memory) << " | "
+       << RatioCell(q.p99_tcp) << " |\n";
   }
   md << "\n| id stream | table | ids/step | distinct rows/step | top-1% rows' share | "
         "top-10% rows' share | reuse distance (median) |\n|---|---|---|---|---|---|---|\n";
   for (const ShapeRow& s : r.shapes) {
-    md << absl::StrFormat("| %s | %s | %.0f | %.0f | %.1f%% | %.1f%% | %s |\n", s.stream,
-                          s.table, s.shape.ids_per_step, s.shape.unique_per_step,
-                          100 * s.shape.top1_share, 100 * s.shape.top10_share,
-                          ReuseCell(s.shape.reuse_median));
+    md << absl::StrFormat("| %s | %s | %.0f | %.0f | %.1f%% | %.1f%% | %s |\n", s.stream, s.table,
+                          s.shape.ids_per_step, s.shape.unique_per_step, 100 * s.shape.top1_share,
+                          100 * s.shape.top10_share, ReuseCell(s.shape.reuse_median));
   }
   md << kEndMarker << "\n";
   return md.str();

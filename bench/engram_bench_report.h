@@ -18,6 +18,7 @@ namespace engram::bench {
 // Names the report looks measurements up by.
 inline constexpr char kOursOneShard[] = "engram 1 shard";
 inline constexpr char kOursTail[] = "engram 1 shard, tail";
+inline constexpr char kOursPipelined[] = "engram 1 shard, layers pipelined";
 inline constexpr char kRedis[] = "redis";
 inline constexpr char kBareTcp[] = "bare TCP";
 inline constexpr char kMemoryGather[] = "memory gather";
@@ -32,23 +33,23 @@ struct ShapeRow {
 };
 
 struct Report {
-  std::string command;                  // the command line of the run
-  std::vector<std::string> setup;       // lines describing machine and tables
-  std::string workload_line;            // where the tokens came from
-  std::string hot_table;                // label of the headline in-RAM table
-  std::string disk_table;               // label of the on-disk table
-  double headline_row_bytes = 264;      // row size of the hot table
+  std::string command;              // the command line of the run
+  std::vector<std::string> setup;   // lines describing machine and tables
+  std::string workload_line;        // where the tokens came from
+  std::string hot_table;            // label of the headline in-RAM table
+  std::string disk_table;           // label of the on-disk table
+  double headline_row_bytes = 264;  // row size of the hot table
   std::vector<ShapeRow> shapes;
   std::vector<Measurement> rows;
 };
 
 // The headline ratios (0 when a side is missing).
 struct Headline {
-  double redis_ratio = 0;  // ours / Redis rows/s
-  double tcp_ratio = 0;    // ours / bare TCP rows/s
-  double p99_ratio = 0;    // ours / bare TCP p99 per step
-  double memory_ratio = 0; // ours / memory gather rows/s
-  double disk_ratio = 0;   // ours' disk rows/s / raw O_DIRECT reads/s, QD32
+  double redis_ratio = 0;   // ours / Redis rows/s
+  double tcp_ratio = 0;     // ours / bare TCP rows/s
+  double p99_ratio = 0;     // ours / bare TCP p99 per step
+  double memory_ratio = 0;  // ours / memory gather rows/s
+  double disk_ratio = 0;    // ours' disk rows/s / raw O_DIRECT reads/s, QD32
   double wire_bytes_per_row = 0;
 };
 Headline ComputeHeadline(const Report& report);

@@ -22,8 +22,8 @@ class ScratchDir {
  public:
   ScratchDir() {
     const char* tmp = std::getenv("TMPDIR");
-    std::string pattern = absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp",
-                                       "/engram-bench-check-XXXXXX");
+    std::string pattern =
+        absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/engram-bench-check-XXXXXX");
     if (::mkdtemp(pattern.data()) != nullptr) path_ = pattern;
   }
   ~ScratchDir() {
@@ -48,10 +48,12 @@ absl::StatusOr<std::vector<std::unique_ptr<BenchSystem>>> StartAll(const BenchEn
     const std::vector<std::string>* dirs;
     double hot_share;
     bool direct_io;
+    bool pipeline_layers;
   };
-  for (const Engram& e : {Engram{"engram 1 shard", &d.one_shard, 1.0, false},
-                          Engram{"engram 3 shards", &d.three_shards, 1.0, false},
-                          Engram{"engram 1 shard, tail", &d.one_shard, 0.0, true}}) {
+  for (const Engram& e : {Engram{"engram 1 shard", &d.one_shard, 1.0, false, false},
+                          Engram{"engram 1 shard, pipelined", &d.one_shard, 1.0, false, true},
+                          Engram{"engram 3 shards", &d.three_shards, 1.0, false, false},
+                          Engram{"engram 1 shard, tail", &d.one_shard, 0.0, true, false}}) {
     EngramSystemOptions o;
     o.name = e.name;
     o.shard_binary = env.shard_binary;
@@ -59,8 +61,17 @@ absl::StatusOr<std::vector<std::unique_ptr<BenchSystem>>> StartAll(const BenchEn
     o.shard_dirs = *e.dirs;
     o.hot_share = e.hot_share;
     o.direct_io = e.direct_io;
+    o.pipeline_layers = e.pipeline_layers;
     o.log_dir = env.work_dir;
     if (absl::Status s = add(StartEngram(o)); !s.ok()) return s;
+  }
+  {
+    EngramSystemOptions o;
+    o.name = "gRPC, no client library";
+    o.shard_binary = env.shard_binary;
+    o.shard_dirs = d.one_shard;
+    o.log_dir = env.work_dir;
+    if (absl::Status s = add(StartRawGrpc(o, d.map.row_bytes[0])); !s.ok()) return s;
   }
   RedisServerOptions redis;
   redis.binary = env.redis_binary;
@@ -82,7 +93,7 @@ absl::Status CheckSystem(BenchSystem& system, const StepStream& stream, int conn
                          const RowArray& rows, int* batches) {
   absl::StatusOr<FetchStep> fetch = system.NewFetcher(stream, connections);
   if (!fetch.ok()) return fetch.status();
-  for (int pass = 0; pass < 2; ++pass) {
+  for (int pass = 0; pass < 10; ++pass) {
     for (size_t step = 0; step < stream.n_steps(); ++step) {
       absl::StatusOr<std::span<const uint8_t>> got = (*fetch)(step);
       if (!got.ok()) return got.status();
@@ -99,7 +110,7 @@ absl::Status Check(const BenchEnv& base) {
   BenchEnv env = base;
   env.work_dir = dir.path();
   TableSpec spec;
-  spec.vocab = kVocab;
+  spec.vocab = 6000;
   spec.trace = dir.path() + "/zipf.trace";
   spec.three_shards = true;
   if (absl::Status s = WriteZipfTrace(spec.trace, 64, 256, 1.1, 3); !s.ok()) return s;
@@ -110,9 +121,9 @@ absl::Status Check(const BenchEnv& base) {
   if (!systems.ok()) return systems.status();
 
   StreamSpec decode;
-  decode.batch = 8;
+  decode.batch = 256;
   decode.prefill = 8;
-  decode.steps = 5;
+  decode.steps = 100;
   StreamSpec prefill;
   prefill.batch = 2;
   prefill.tokens = 64;
@@ -129,7 +140,7 @@ absl::Status Check(const BenchEnv& base) {
           return absl::Status(s.code(), absl::StrCat(system->name(), ", ", stream->name(), ", ",
                                                      connections, " connection(s): ", s.message()));
         }
-        std::printf("self-check: %-22s %-16s %d connection(s): %d batches ok\n",
+        std::printf("self-check: %-27s %-16s %d connection(s): %d batches ok\n",
                     system->name().c_str(), stream->name().c_str(), connections, batches);
       }
     }
@@ -142,8 +153,8 @@ absl::Status Check(const BenchEnv& base) {
   absl::StatusOr<RawDiskResult> reads = MeasureRandomReads(disk);
   if (!reads.ok()) return reads.status();
   if (reads->reads != kDiskReads) {
-    return absl::InternalError(absl::StrCat("raw O_DIRECT: ", reads->reads, " reads of ",
-                                            kDiskReads));
+    return absl::InternalError(
+        absl::StrCat("raw O_DIRECT: ", reads->reads, " reads of ", kDiskReads));
   }
   std::printf("self-check: raw O_DIRECT reads: %llu of %zu SST files ok\n",
               static_cast<unsigned long long>(reads->reads), d.sst_files.size());

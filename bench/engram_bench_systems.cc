@@ -1,5 +1,7 @@
 // The in-process systems of engram-bench and engram-store itself; the
 // peers over a wire (Redis, bare TCP) are in engram_bench_peers.cc.
+#include "bench/engram_bench_systems.h"
+
 #include <cstring>
 #include <map>
 #include <utility>
@@ -8,7 +10,6 @@
 #include "absl/time/time.h"
 #include "bench/bench_client_shards.h"
 #include "bench/engram_bench_proc.h"
-#include "bench/engram_bench_systems.h"
 #include "client/engram_client.h"
 #include "common/metrics/scrape.h"
 #include "shard/row_store.h"
@@ -108,9 +109,7 @@ class EngramFetcher {
 class EngramSystem : public BenchSystem {
  public:
   EngramSystem(const EngramSystemOptions& o, std::unique_ptr<Deployment> deployment)
-      : BenchSystem(o.name),
-        options_(o),
-        deployment_(std::move(deployment)) {
+      : BenchSystem(o.name), options_(o), deployment_(std::move(deployment)) {
     for (const std::string& a : deployment_->addresses()) ports_.push_back(PortOf(a));
   }
 
@@ -159,6 +158,9 @@ class EngramSystem : public BenchSystem {
     for (const std::string& a : deployment_->addresses()) co.shard_addresses.push_back({a});
     co.channels_per_replica = connections;
     co.rpc_deadline = absl::Seconds(60);  // a step off disk may take a while
+    // A closed loop wants every layer at once, as the peers fetch them: no
+    // waiting for layer l's rows before layer l + 1 is asked for.
+    co.pipeline_layers = options_.pipeline_layers;
     absl::StatusOr<std::unique_ptr<EngramClient>> client = EngramClient::Create(co);
     if (!client.ok()) return client.status();
     std::shared_ptr<EngramClient> shared = *std::move(client);
@@ -192,22 +194,22 @@ class RocksDbSystem : public BenchSystem {
     state->unique_rows.resize(stream.ids_per_step() * rb);
     state->out.resize(stream.ids_per_step() * rb);
     RowStore* store = store_.get();
-    return FetchStep([state, store, &stream, rb](size_t step)
-                         -> absl::StatusOr<std::span<const uint8_t>> {
-      state->refs.clear();
-      state->layer_rows.clear();
-      uint8_t* dst = state->unique_rows.data();
-      for (int l = 0; l < stream.n_layers(); ++l) {
-        state->layer_rows.push_back(dst);
-        for (uint64_t row : stream.unique(step, l)) {
-          state->refs.push_back({static_cast<uint32_t>(l), row, dst});
-          dst += rb;
-        }
-      }
-      if (absl::Status s = store->ReadRows(state->refs); !s.ok()) return s;
-      ScatterRows(stream, step, state->layer_rows, rb, state->out.data());
-      return std::span<const uint8_t>(state->out);
-    });
+    return FetchStep(
+        [state, store, &stream, rb](size_t step) -> absl::StatusOr<std::span<const uint8_t>> {
+          state->refs.clear();
+          state->layer_rows.clear();
+          uint8_t* dst = state->unique_rows.data();
+          for (int l = 0; l < stream.n_layers(); ++l) {
+            state->layer_rows.push_back(dst);
+            for (uint64_t row : stream.unique(step, l)) {
+              state->refs.push_back({static_cast<uint32_t>(l), row, dst});
+              dst += rb;
+            }
+          }
+          if (absl::Status s = store->ReadRows(state->refs); !s.ok()) return s;
+          ScatterRows(stream, step, state->layer_rows, rb, state->out.data());
+          return std::span<const uint8_t>(state->out);
+        });
   }
 
   absl::StatusOr<SystemCounters> Counters() const override { return SystemCounters{}; }
@@ -227,22 +229,22 @@ class MemorySystem : public BenchSystem {
     const size_t rb = rows_.row_bytes();
     auto out = std::make_shared<std::vector<uint8_t>>(stream.ids_per_step() * rb);
     const RowArray* rows = &rows_;
-    return FetchStep([out, rows, &stream, rb](size_t step)
-                         -> absl::StatusOr<std::span<const uint8_t>> {
-      const size_t L = static_cast<size_t>(stream.n_layers());
-      const size_t C = static_cast<size_t>(stream.n_cols());
-      const size_t positions = stream.ids_per_layer() / C;
-      std::span<const RowId> ids = stream.ids(step);
-      uint8_t* dst = out->data();
-      for (size_t l = 0; l < L; ++l) {
-        for (size_t p = 0; p < positions; ++p) {
-          for (size_t c = 0; c < C; ++c, dst += rb) {
-            std::memcpy(dst, rows->row(static_cast<uint32_t>(l), ids[(p * L + l) * C + c]), rb);
+    return FetchStep(
+        [out, rows, &stream, rb](size_t step) -> absl::StatusOr<std::span<const uint8_t>> {
+          const size_t L = static_cast<size_t>(stream.n_layers());
+          const size_t C = static_cast<size_t>(stream.n_cols());
+          const size_t positions = stream.ids_per_layer() / C;
+          std::span<const RowId> ids = stream.ids(step);
+          uint8_t* dst = out->data();
+          for (size_t l = 0; l < L; ++l) {
+            for (size_t p = 0; p < positions; ++p) {
+              for (size_t c = 0; c < C; ++c, dst += rb) {
+                std::memcpy(dst, rows->row(static_cast<uint32_t>(l), ids[(p * L + l) * C + c]), rb);
+              }
+            }
           }
-        }
-      }
-      return std::span<const uint8_t>(*out);
-    });
+          return std::span<const uint8_t>(*out);
+        });
   }
 
   absl::StatusOr<SystemCounters> Counters() const override { return SystemCounters{}; }

@@ -71,8 +71,7 @@ class BenchSystem {
   // A fetcher of `stream`'s steps over `connections` connections (valid
   // while the system and the stream live). Preparation, such as a decode
   // stream's prefill, happens here, not in the measured calls.
-  virtual absl::StatusOr<FetchStep> NewFetcher(const StepStream& stream,
-                                               int connections) = 0;
+  virtual absl::StatusOr<FetchStep> NewFetcher(const StepStream& stream, int connections) = 0;
   virtual absl::StatusOr<SystemCounters> Counters() const = 0;
 
  protected:
@@ -89,6 +88,10 @@ struct EngramSystemOptions {
   std::vector<std::string> shard_dirs;  // shard i first. REQUIRED.
   double hot_share = 1.0;               // hot tier / shard row bytes
   bool direct_io = false;               // engram-shard --direct-io
+  // ClientOptions::pipeline_layers. Off (not the library's default): the
+  // benchmark's worker needs every layer of a step at once, and the peers
+  // are asked for all of them at once too.
+  bool pipeline_layers = false;
   std::string log_dir;                  // shard stderr files. REQUIRED.
 };
 // Starts one engram-shard per shard directory.
@@ -104,14 +107,15 @@ absl::StatusOr<std::unique_ptr<BenchSystem>> StartRawGrpc(const EngramSystemOpti
 // Starts redis-server and loads every row of `rows` (layers of
 // `layer_rows` rows) with pipelined SETs. MGETs carry at most `mget_keys`
 // keys.
-absl::StatusOr<std::unique_ptr<BenchSystem>> StartRedis(
-    const RedisServerOptions& server, const RowArray& rows,
-    const std::vector<uint64_t>& layer_rows, size_t mget_keys);
+absl::StatusOr<std::unique_ptr<BenchSystem>> StartRedis(const RedisServerOptions& server,
+                                                        const RowArray& rows,
+                                                        const std::vector<uint64_t>& layer_rows,
+                                                        size_t mget_keys);
 
 // Bare TCP exchange servers over `rows`, one per connection (created as
 // needed).
-absl::StatusOr<std::unique_ptr<BenchSystem>> StartTcp(
-    const RowArray& rows, const std::vector<uint64_t>& layer_rows);
+absl::StatusOr<std::unique_ptr<BenchSystem>> StartTcp(const RowArray& rows,
+                                                      const std::vector<uint64_t>& layer_rows);
 
 // RowStore on `shard_dir` in this process (RowStoreOptions defaults, as
 // engram-shard uses them, with `direct_io`).

@@ -68,8 +68,8 @@ absl::StatusOr<std::unique_ptr<BenchData>> PrepareBenchData(const BenchEnv& env,
   return d;
 }
 
-absl::Status WriteZipfTrace(const std::string& path, int lines, int tokens,
-                            double exponent, uint64_t seed) {
+absl::Status WriteZipfTrace(const std::string& path, int lines, int tokens, double exponent,
+                            uint64_t seed) {
   ZipfTokens zipf(kPresetVocabSize, exponent, seed);
   std::ofstream out(path, std::ios::trunc);
   for (int line = 0; line < lines; ++line) {

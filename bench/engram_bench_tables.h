@@ -35,7 +35,7 @@ struct TableSpec {
   // real English text (see WorkloadOptions).
   std::string trace;
   std::string token_map;
-  bool three_shards = false;   // also import it as 3 shards
+  bool three_shards = false;  // also import it as 3 shards
 };
 
 // Immutable once prepared; thread-safe to read.
@@ -46,9 +46,9 @@ struct BenchData {
   ShardMap map;
   uint64_t table_rows = 0;
   uint64_t table_bytes = 0;
-  std::vector<std::string> sst_files;     // of the 1-shard directory
+  std::vector<std::string> sst_files;  // of the 1-shard directory
   std::unique_ptr<NgramHasher> hasher;
-  TokenTrace trace{{}};                   // the workload half of the trace
+  TokenTrace trace{{}};  // the workload half of the trace
   RowArray rows;
 };
 
@@ -58,8 +58,8 @@ absl::StatusOr<std::unique_ptr<BenchData>> PrepareBenchData(const BenchEnv& env,
 
 // Writes `lines` sequences of `tokens` Zipf(exponent) tokens over the
 // presets' vocabulary (kPresetVocabSize), one sequence per line.
-absl::Status WriteZipfTrace(const std::string& path, int lines, int tokens,
-                            double exponent, uint64_t seed);
+absl::Status WriteZipfTrace(const std::string& path, int lines, int tokens, double exponent,
+                            uint64_t seed);
 
 }  // namespace engram::bench
 

@@ -10,21 +10,18 @@
 namespace engram::bench {
 namespace {
 
-uint64_t RowKey(int layer, uint64_t row) {
-  return (static_cast<uint64_t>(layer) << 48) | row;
-}
+uint64_t RowKey(int layer, uint64_t row) { return (static_cast<uint64_t>(layer) << 48) | row; }
 
 }  // namespace
 
-absl::StatusOr<StepStream> StepStream::Build(const TokenTrace& trace,
-                                             const NgramHasher& hasher,
+absl::StatusOr<StepStream> StepStream::Build(const TokenTrace& trace, const NgramHasher& hasher,
                                              const StreamSpec& spec) {
   const bool decode = spec.tokens == 1;
-  if (spec.batch < 1 || spec.tokens < 1 || spec.steps < 1 ||
-      (decode && spec.prefill < 1) || trace.size() == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "stream: batch ", spec.batch, ", tokens ", spec.tokens, ", prefill ",
-        spec.prefill, ", steps ", spec.steps, " (need >= 1 each, and a trace)"));
+  if (spec.batch < 1 || spec.tokens < 1 || spec.steps < 1 || (decode && spec.prefill < 1) ||
+      trace.size() == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("stream: batch ", spec.batch, ", tokens ", spec.tokens, ", prefill ",
+                     spec.prefill, ", steps ", spec.steps, " (need >= 1 each, and a trace)"));
   }
   StepStream s;
   s.spec_ = spec;
@@ -34,8 +31,8 @@ absl::StatusOr<StepStream> StepStream::Build(const TokenTrace& trace,
   const size_t T = static_cast<size_t>(spec.tokens);
   const size_t P = decode ? static_cast<size_t>(spec.prefill) : 0;
   s.ids_per_layer_ = B * T * static_cast<size_t>(s.n_cols_);
-  s.n_steps_ = std::clamp<size_t>(spec.max_ids / s.ids_per_step(), 1,
-                                  static_cast<size_t>(spec.steps));
+  s.n_steps_ =
+      std::clamp<size_t>(spec.max_ids / s.ids_per_step(), 1, static_cast<size_t>(spec.steps));
   if (decode && static_cast<int64_t>(P + s.n_steps_) > SequenceState::kDefaultCapacity) {
     return absl::InvalidArgumentError("stream: prefill + steps exceed a sequence's capacity");
   }
@@ -54,8 +51,7 @@ absl::StatusOr<StepStream> StepStream::Build(const TokenTrace& trace,
     for (size_t b = 0; b < B; ++b) {
       for (size_t t = 0; t < T; ++t) {
         const size_t position = decode ? P + step : step * T + t;
-        s.tokens_[(step * B + b) * T + t] =
-            trace.Token(static_cast<int>(b), batch, position);
+        s.tokens_[(step * B + b) * T + t] = trace.Token(static_cast<int>(b), batch, position);
       }
     }
   }
@@ -68,8 +64,7 @@ absl::StatusOr<StepStream> StepStream::Build(const TokenTrace& trace,
   if (decode) {
     std::vector<RowId> scratch(B * P * static_cast<size_t>(hasher.ids_per_position()));
     if (absl::Status st = hasher.HashBatch(seqs, 0, static_cast<int64_t>(P),
-                                           s.prefill_tokens_.data(), nullptr,
-                                           scratch.data());
+                                           s.prefill_tokens_.data(), nullptr, scratch.data());
         !st.ok()) {
       return st;
     }
@@ -78,10 +73,9 @@ absl::StatusOr<StepStream> StepStream::Build(const TokenTrace& trace,
     if (!decode) {
       for (SequenceState& st : states) st.Reset();
     }
-    if (absl::Status st = hasher.HashBatch(
-            seqs, s.start_position(step), static_cast<int64_t>(T),
-            s.tokens_.data() + step * B * T, nullptr,
-            s.ids_.data() + step * s.ids_per_step());
+    if (absl::Status st = hasher.HashBatch(seqs, s.start_position(step), static_cast<int64_t>(T),
+                                           s.tokens_.data() + step * B * T, nullptr,
+                                           s.ids_.data() + step * s.ids_per_step());
         !st.ok()) {
       return st;
     }
@@ -112,15 +106,14 @@ absl::StatusOr<StepStream> StepStream::Build(const TokenTrace& trace,
     }
   }
   s.unique_begin_.push_back(s.unique_.size());
-  s.mean_unique_rows_ =
-      static_cast<double>(s.unique_.size()) / static_cast<double>(s.n_steps_);
+  s.mean_unique_rows_ = static_cast<double>(s.unique_.size()) / static_cast<double>(s.n_steps_);
   return s;
 }
 
 std::string StepStream::name() const {
-  return decode() ? absl::StrCat("decode B=", spec_.batch)
-                  : spec_.batch == 1 ? absl::StrCat("prefill T=", spec_.tokens)
-                                     : absl::StrCat("prefill B=", spec_.batch, " T=", spec_.tokens);
+  return decode()           ? absl::StrCat("decode B=", spec_.batch)
+         : spec_.batch == 1 ? absl::StrCat("prefill T=", spec_.tokens)
+                            : absl::StrCat("prefill B=", spec_.batch, " T=", spec_.tokens);
 }
 
 int64_t StepStream::start_position(size_t step) const {
@@ -193,9 +186,8 @@ StreamShape MeasureShape(const StepStream& stream, uint64_t table_rows) {
   return shape;
 }
 
-void ScatterRows(const StepStream& stream, size_t step,
-                 std::span<const uint8_t* const> unique_rows, uint32_t row_bytes,
-                 uint8_t* out) {
+void ScatterRows(const StepStream& stream, size_t step, std::span<const uint8_t* const> unique_rows,
+                 uint32_t row_bytes, uint8_t* out) {
   for (int l = 0; l < stream.n_layers(); ++l) {
     const uint8_t* src = unique_rows[static_cast<size_t>(l)];
     for (uint32_t slot : stream.slots(step, l)) {
@@ -205,12 +197,12 @@ void ScatterRows(const StepStream& stream, size_t step,
   }
 }
 
-absl::Status CheckRows(const StepStream& stream, size_t step,
-                       const RowArray& table, std::span<const uint8_t> rows) {
+absl::Status CheckRows(const StepStream& stream, size_t step, const RowArray& table,
+                       std::span<const uint8_t> rows) {
   const size_t rb = table.row_bytes();
   if (rows.size() != stream.ids_per_step() * rb) {
-    return absl::InternalError(absl::StrCat("got ", rows.size(), " row bytes, expected ",
-                                            stream.ids_per_step() * rb));
+    return absl::InternalError(
+        absl::StrCat("got ", rows.size(), " row bytes, expected ", stream.ids_per_step() * rb));
   }
   const size_t L = static_cast<size_t>(stream.n_layers());
   const size_t C = static_cast<size_t>(stream.n_cols());
@@ -222,8 +214,8 @@ absl::Status CheckRows(const StepStream& stream, size_t step,
       for (size_t c = 0; c < C; ++c, got += rb) {
         const uint64_t row = ids[(p * L + l) * C + c];
         if (std::memcmp(got, table.row(static_cast<uint32_t>(l), row), rb) != 0) {
-          return absl::InternalError(absl::StrCat(stream.name(), " step ", step, ": layer ",
-                                                  l, " row ", row, " has the wrong bytes"));
+          return absl::InternalError(absl::StrCat(stream.name(), " step ", step, ": layer ", l,
+                                                  " row ", row, " has the wrong bytes"));
         }
       }
     }

@@ -44,8 +44,7 @@ class StepStream {
   // Sequence b of a batch of B reads the trace from its own offset
   // (TokenTrace::Token). InvalidArgument for a bad spec or a token the
   // layout does not know.
-  static absl::StatusOr<StepStream> Build(const TokenTrace& trace,
-                                          const NgramHasher& hasher,
+  static absl::StatusOr<StepStream> Build(const TokenTrace& trace, const NgramHasher& hasher,
                                           const StreamSpec& spec);
 
   const StreamSpec& spec() const { return spec_; }
@@ -109,14 +108,13 @@ StreamShape MeasureShape(const StepStream& stream, uint64_t table_rows);
 // Writes `step`'s rows in output order into `out`: row k of layer l's
 // distinct rows is at unique_rows[l] + k * row_bytes. REQUIRES: out holds
 // ids_per_step() * row_bytes bytes.
-void ScatterRows(const StepStream& stream, size_t step,
-                 std::span<const uint8_t* const> unique_rows, uint32_t row_bytes,
-                 uint8_t* out);
+void ScatterRows(const StepStream& stream, size_t step, std::span<const uint8_t* const> unique_rows,
+                 uint32_t row_bytes, uint8_t* out);
 
 // OK when `rows` holds exactly `step`'s rows of `table` in output order;
 // otherwise Internal naming the first wrong row.
-absl::Status CheckRows(const StepStream& stream, size_t step,
-                       const RowArray& table, std::span<const uint8_t> rows);
+absl::Status CheckRows(const StepStream& stream, size_t step, const RowArray& table,
+                       std::span<const uint8_t> rows);
 
 }  // namespace engram::bench
 

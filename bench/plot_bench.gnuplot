@@ -19,14 +19,17 @@ set output out
 set multiplot layout 1,2 title "engram-bench: decode steps B=1/64/256 and a 2,048-token prefill chunk (v41, in RAM, 1 connection)"
 set logscale xy
 set grid
-set key top left font ",8"
+set xrange [25:250000]
 set xlabel "rows per step"
 set xtics rotate by -30 font ",8"
 
 set ylabel "rows/s"
+set format y "%.0s%c"
+set key bottom right font ",8"
 plot for [i=1:n] data using 1:(column(1 + 2*i)):xtic(2) with linespoints lw 2 title columnhead(1 + 2*i)
 
 set ylabel "p99 per step (ms)"
-set key top left
+set format y "%g"
+set key bottom right font ",8"
 plot for [i=1:n] data using 1:(column(2 + 2*i)):xtic(2) with linespoints lw 2 title columnhead(1 + 2*i)
 unset multiplot

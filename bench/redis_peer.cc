@@ -39,8 +39,8 @@ bool AnswersPing(int port) {
   redisContext* c = ConnectContext(port, absl::Milliseconds(200), &error);
   if (c == nullptr) return false;
   auto* reply = static_cast<redisReply*>(redisCommand(c, "PING"));
-  const bool ok = reply != nullptr && reply->type == REDIS_REPLY_STATUS &&
-                  std::strcmp(reply->str, "PONG") == 0;
+  const bool ok =
+      reply != nullptr && reply->type == REDIS_REPLY_STATUS && std::strcmp(reply->str, "PONG") == 0;
   if (reply != nullptr) freeReplyObject(reply);
   redisFree(c);
   return ok;
@@ -48,19 +48,18 @@ bool AnswersPing(int port) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(
-    const RedisServerOptions& o) {
+absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(const RedisServerOptions& o) {
   if (o.work_dir.empty()) return absl::InvalidArgumentError("RedisServer: no work_dir");
   const std::string log = o.work_dir + "/redis.log";
   std::string last_error = "not started";
   for (int attempt = 0; attempt < kStartAttempts; ++attempt) {
     absl::StatusOr<int> port = FreeLoopbackPort();
     if (!port.ok()) return port.status();
-    absl::StatusOr<pid_t> pid = SpawnLinkedChild(
-        {o.binary, "--bind", "127.0.0.1", "--port", absl::StrCat(*port),
-         "--save", "", "--appendonly", "no", "--dir", o.work_dir,
-         "--daemonize", "no", "--logfile", "", "--databases", "1"},
-        log);
+    absl::StatusOr<pid_t> pid =
+        SpawnLinkedChild({o.binary, "--bind", "127.0.0.1", "--port", absl::StrCat(*port), "--save",
+                          "", "--appendonly", "no", "--dir", o.work_dir, "--daemonize", "no",
+                          "--logfile", "", "--databases", "1"},
+                         log);
     if (!pid.ok()) {
       return absl::Status(pid.status().code(),
                           absl::StrCat(pid.status().message(),
@@ -95,9 +94,8 @@ absl::StatusOr<std::unique_ptr<RedisRowClient>> RedisRowClient::Connect(int port
 
 RedisRowClient::~RedisRowClient() { redisFree(context_); }
 
-absl::Status RedisRowClient::LoadLayer(uint32_t layer, const uint8_t* rows,
-                                       uint64_t n, uint32_t row_bytes,
-                                       int pipeline) {
+absl::Status RedisRowClient::LoadLayer(uint32_t layer, const uint8_t* rows, uint64_t n,
+                                       uint32_t row_bytes, int pipeline) {
   uint8_t key[8];
   const char* argv[3] = {"SET", reinterpret_cast<const char*>(key), nullptr};
   size_t argv_len[3] = {3, sizeof(key), row_bytes};
@@ -127,8 +125,7 @@ absl::Status RedisRowClient::LoadLayer(uint32_t layer, const uint8_t* rows,
   return drain();
 }
 
-absl::Status RedisRowClient::Mget(std::span<const MgetBatch> batches,
-                                  uint32_t row_bytes) {
+absl::Status RedisRowClient::Mget(std::span<const MgetBatch> batches, uint32_t row_bytes) {
   for (const MgetBatch& b : batches) {
     const size_t n = b.ids.size();
     keys_.resize(8 * n);
@@ -142,8 +139,7 @@ absl::Status RedisRowClient::Mget(std::span<const MgetBatch> batches,
       argv_len_[i + 1] = 8;
     }
     // Formats the command into the output buffer (a copy of the keys).
-    redisAppendCommandArgv(context_, static_cast<int>(n + 1), argv_.data(),
-                           argv_len_.data());
+    redisAppendCommandArgv(context_, static_cast<int>(n + 1), argv_.data(), argv_len_.data());
   }
   absl::Status status = absl::OkStatus();
   for (const MgetBatch& b : batches) {  // every reply is read, even after an error
@@ -159,9 +155,8 @@ absl::Status RedisRowClient::Mget(std::span<const MgetBatch> batches,
       for (size_t i = 0; i < reply->elements && status.ok(); ++i) {
         const redisReply* e = reply->element[i];
         if (e->type != REDIS_REPLY_STRING || e->len != static_cast<size_t>(row_bytes)) {
-          status = absl::DataLossError(absl::StrCat("redis has no ", row_bytes,
-                                                    "-byte value for layer ", b.layer,
-                                                    " row ", b.ids[i]));
+          status = absl::DataLossError(absl::StrCat(
+              "redis has no ", row_bytes, "-byte value for layer ", b.layer, " row ", b.ids[i]));
           break;
         }
         std::memcpy(b.dst + i * row_bytes, e->str, row_bytes);

@@ -39,8 +39,7 @@ class RedisServer {
  public:
   // NotFound without the binary; Unavailable (with the log's last line)
   // when it does not answer within start_timeout.
-  static absl::StatusOr<std::unique_ptr<RedisServer>> Start(
-      const RedisServerOptions& options);
+  static absl::StatusOr<std::unique_ptr<RedisServer>> Start(const RedisServerOptions& options);
   ~RedisServer();
   RedisServer(const RedisServer&) = delete;
   RedisServer& operator=(const RedisServer&) = delete;
@@ -73,8 +72,8 @@ class RedisRowClient {
 
   // SETs rows [0, n) of `layer` (row_bytes each, consecutive in `rows`),
   // `pipeline` commands in flight at a time.
-  absl::Status LoadLayer(uint32_t layer, const uint8_t* rows, uint64_t n,
-                         uint32_t row_bytes, int pipeline = 4096);
+  absl::Status LoadLayer(uint32_t layer, const uint8_t* rows, uint64_t n, uint32_t row_bytes,
+                         int pipeline = 4096);
 
   // Sends every batch as one MGET (pipelined: all are written before the
   // first reply is read), then reads the replies in order into their
