@@ -7,6 +7,7 @@ bin="$1"; here="$(cd "$(dirname "$0")" && pwd)"
 tmp="$(mktemp -d)"; pids=()
 cleanup() { for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; rm -rf "$tmp"; }
 trap cleanup EXIT
+trap 'echo "lookup_cli_test: failed at line $LINENO: $BASH_COMMAND" >&2; cat "$tmp"/log* >&2 2>/dev/null' ERR
 
 "$bin/engramctl" gen-table --out "$tmp/table" --preset small --engram-vocab-size 400 --seed 5 >/dev/null
 addrs=()
@@ -14,7 +15,7 @@ for i in 0 1; do
   "$bin/engramctl" import --table "$tmp/table" --shards 2 --shard-index $i --out "$tmp/s$i" >/dev/null
   "$bin/engram-shard" --db "$tmp/s$i" --listen 127.0.0.1:0 > "$tmp/log$i" 2>&1 &
   pids+=($!)
-  for _ in $(seq 100); do grep -q "serving shard" "$tmp/log$i" && break; sleep 0.1; done
+  for _ in $(seq 600); do grep -q "serving shard" "$tmp/log$i" && break; sleep 0.1; done
   addrs+=("$(grep -o '127.0.0.1:[0-9]*' "$tmp/log$i" | head -1)")
 done
 shards="${addrs[0]},${addrs[1]}"
