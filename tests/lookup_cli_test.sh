@@ -5,9 +5,11 @@
 set -euo pipefail
 bin="$1"; here="$(cd "$(dirname "$0")" && pwd)"
 tmp="$(mktemp -d)"; pids=()
-cleanup() { for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; rm -rf "$tmp"; }
+cleanup() {
+  local rc=$?
+  [[ $rc -eq 0 ]] || { echo "lookup_cli_test: failed (exit $rc); server logs:" >&2; cat "$tmp"/log* >&2 2>/dev/null; }
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; rm -rf "$tmp"; }
 trap cleanup EXIT
-trap 'echo "lookup_cli_test: failed at line $LINENO: $BASH_COMMAND" >&2; cat "$tmp"/log* >&2 2>/dev/null' ERR
 
 "$bin/engramctl" gen-table --out "$tmp/table" --preset small --engram-vocab-size 400 --seed 5 >/dev/null
 addrs=()
