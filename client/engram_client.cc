@@ -285,6 +285,10 @@ void EngramClient::Impl::SendLayer(StepState& st, int layer) {
         st.rpcs.push_back(std::move(rpc));
       }
     }
+    // From here a waiter may trust `pending`: the layer's arena is sized and
+    // every RPC that will write it is counted.
+    ly.sent = true;
+    st.cv.notify_all();
   }
   // Spread first attempts over replicas, so replicas share the load.
   for (ShardRpc* rpc : to_start) {
@@ -302,7 +306,8 @@ void EngramClient::Impl::Advance(StepState& st, int wanted) {
       std::lock_guard<std::mutex> l(st.mu);
       if (st.releasing || st.next_to_send >= n_layers) return;
       const bool previous_in =
-          st.next_to_send == 0 || st.layers[st.next_to_send - 1].pending == 0;
+          st.next_to_send == 0 || (st.layers[st.next_to_send - 1].sent &&
+                                   st.layers[st.next_to_send - 1].pending == 0);
       if (st.next_to_send > wanted && !previous_in) return;
       layer = st.next_to_send++;  // claimed: no other thread sends it
     }
@@ -321,6 +326,7 @@ absl::StatusOr<Step> EngramClient::Impl::FetchRows(
   for (int l = 0; l < n_layers; ++l) {
     StepState::Layer& ly = st->layers[l];
     ly.pending = 0;
+    ly.sent = false;
     ly.status = absl::OkStatus();
     ly.resolved = false;
     ly.id_unique.clear();
@@ -415,6 +421,7 @@ absl::StatusOr<Step> EngramClient::Prefetch(const StepInput& in) {
   for (int l = 0; l < c.n_layers; ++l) {
     StepState::Layer& ly = st->layers[l];
     ly.pending = 0;
+    ly.sent = false;
     ly.status = absl::OkStatus();
     ly.resolved = false;
     c.Dedup(*st, l);
@@ -502,9 +509,9 @@ absl::Status Step::WaitArrived(int layer) {
   StepState& st = *state_;
   client_->Advance(st, layer);  // a layer nobody has sent yet goes out now
   std::unique_lock<std::mutex> l(st.mu);
-  st.cv.wait(l, [&] {
-    return st.next_to_send > layer && st.layers[layer].pending == 0;
-  });
+  // Claimed is not enough: the claiming thread may still be sizing the
+  // layer's arena and counting its RPCs.
+  st.cv.wait(l, [&] { return st.layers[layer].sent && st.layers[layer].pending == 0; });
   return st.layers[layer].status;
 }
 

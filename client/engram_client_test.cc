@@ -87,12 +87,13 @@ ClientOptions BaseOptions(const std::vector<std::vector<std::string>>& addrs) {
 
 // Checks every row of every layer of `step` against the table file, in
 // raw, f32 and bf16.
-void ExpectRowsMatchTable(EngramClient& client, Step& step) {
+void ExpectRowsMatchTable(EngramClient& client, Step& step, bool last_layer_first = false) {
   const TableReader& reader = Cluster::Get().reader();
   const int L = client.n_layers(), C = client.n_cols();
   const size_t positions = static_cast<size_t>(step.batch() * step.tokens_per_sequence());
   std::span<const RowId> ids = step.row_ids();
-  for (int l = 0; l < L; ++l) {
+  for (int k = 0; k < L; ++k) {
+    const int l = last_layer_first ? L - 1 - k : k;
     const size_t rb = static_cast<size_t>(client.row_bytes(l));
     const int hd = client.head_dim(l);
     std::vector<uint8_t> raw(positions * C * rb);
@@ -124,7 +125,7 @@ void ExpectRowsMatchTable(EngramClient& client, Step& step) {
 // Runs a prefill and `decode_steps` decode steps over `batch` sequences
 // with random tokens (and an image span), checking every row.
 void RunGeneration(EngramClient& client, int batch, int prefill, int decode_steps,
-                   uint64_t seed) {
+                   uint64_t seed, bool last_layer_first = false) {
   std::mt19937_64 rng(seed);
   std::vector<std::unique_ptr<Sequence>> seqs;
   std::vector<Sequence*> ptrs;
@@ -151,7 +152,7 @@ void RunGeneration(EngramClient& client, int batch, int prefill, int decode_step
     if (batch > 1) {
       EXPECT_LT(step->unique_rows(), static_cast<uint64_t>(step->row_ids().size()));
     }
-    ExpectRowsMatchTable(client, *step);
+    ExpectRowsMatchTable(client, *step, last_layer_first);
   };
   step_of(0, prefill, true);
   for (int d = 0; d < decode_steps; ++d) step_of(prefill + d, 1, false);
@@ -277,6 +278,24 @@ TEST(Client, ConcurrentStepsFromFourThreads) {
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ((*client)->stats().steps, 24u);
+}
+
+// A Wait for a later layer while an RPC callback is sending it (layers are
+// pipelined) must wait for that layer's rows, not read a half-built arena.
+TEST(Client, WaitingForTheLastLayerFirstGetsItsRows) {
+  std::vector<std::unique_ptr<ShardServer>> servers;
+  std::vector<std::vector<std::string>> addrs;
+  for (int s = 0; s < kShards; ++s) {
+    servers.push_back(StartShard(s, 64 << 20));
+    addrs.push_back({Addr(*servers.back())});
+  }
+  auto client = EngramClient::Create(BaseOptions(addrs));
+  ASSERT_TRUE(client.ok()) << client.status();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&, t] { RunGeneration(**client, 2, 8, 60, 200 + t, t == 0); });
+  }
+  for (auto& th : threads) th.join();
 }
 
 TEST(Client, LocalCacheServesHotRowsWithoutTheNetwork) {

@@ -31,6 +31,7 @@ struct StepState {
     std::vector<uint32_t> id_unique;    // id (b,t,c) -> unique index
     std::vector<const uint8_t*> src;    // id (b,t,c) -> row bytes
     std::vector<uint8_t> arena;         // fetched rows' bytes, grouped order
+    bool sent = false;                  // every RPC of the layer is counted
     int pending = 0;                    // RPCs not finished
     absl::Status status;                // first failure
     bool resolved = false;              // src filled
