@@ -14,7 +14,8 @@
 namespace engram::bench {
 namespace {
 
-constexpr int64_t kVocab = 400;  // v41 preset: ~19k rows, 5 MB
+constexpr int64_t kVocab = 2000;  // v41 preset: ~97k rows, 26 MB
+constexpr int kWideSteps = 40;
 constexpr uint64_t kDiskReads = 64;
 
 // A fresh directory under $TMPDIR (or /tmp), removed with its contents.
@@ -35,12 +36,19 @@ class ScratchDir {
   std::string path_;
 };
 
-absl::StatusOr<std::vector<std::unique_ptr<BenchSystem>>> StartAll(const BenchEnv& env,
-                                                                   const BenchData& d) {
-  std::vector<std::unique_ptr<BenchSystem>> systems;
-  auto add = [&](absl::StatusOr<std::unique_ptr<BenchSystem>> s) -> absl::Status {
+// A system under check, and whether it also gets the full-size decode
+// steps (the client library's systems in RAM: their replies race the
+// sending of a step's next layer).
+struct Checked {
+  std::unique_ptr<BenchSystem> system;
+  bool wide = false;
+};
+
+absl::StatusOr<std::vector<Checked>> StartAll(const BenchEnv& env, const BenchData& d) {
+  std::vector<Checked> systems;
+  auto add = [&](absl::StatusOr<std::unique_ptr<BenchSystem>> s, bool wide) -> absl::Status {
     if (!s.ok()) return s.status();
-    systems.push_back(*std::move(s));
+    systems.push_back({*std::move(s), wide});
     return absl::OkStatus();
   };
   struct Engram {
@@ -63,25 +71,28 @@ absl::StatusOr<std::vector<std::unique_ptr<BenchSystem>>> StartAll(const BenchEn
     o.direct_io = e.direct_io;
     o.pipeline_layers = e.pipeline_layers;
     o.log_dir = env.work_dir;
-    if (absl::Status s = add(StartEngram(o)); !s.ok()) return s;
+    if (absl::Status s = add(StartEngram(o), !e.direct_io); !s.ok()) return s;
   }
-  {
-    EngramSystemOptions o;
-    o.name = "gRPC, no client library";
-    o.shard_binary = env.shard_binary;
-    o.shard_dirs = d.one_shard;
-    o.log_dir = env.work_dir;
-    if (absl::Status s = add(StartRawGrpc(o, d.map.row_bytes[0])); !s.ok()) return s;
-  }
+  EngramSystemOptions raw;
+  raw.name = "gRPC, no client library";
+  raw.shard_binary = env.shard_binary;
+  raw.shard_dirs = d.one_shard;
+  raw.log_dir = env.work_dir;
+  if (absl::Status s = add(StartRawGrpc(raw, d.map.row_bytes[0]), false); !s.ok()) return s;
   RedisServerOptions redis;
   redis.binary = env.redis_binary;
   redis.work_dir = env.work_dir;
   // Small MGETs, so a step takes several pipelined ones.
-  if (absl::Status s = add(StartRedis(redis, d.rows, d.map.layer_rows, 50)); !s.ok()) return s;
-  if (absl::Status s = add(StartTcp(d.rows, d.map.layer_rows)); !s.ok()) return s;
-  systems.push_back(NewMemoryGather(d.rows));
-  if (absl::Status s = add(OpenRocksDb("rocksdb", d.one_shard[0], false)); !s.ok()) return s;
-  if (absl::Status s = add(OpenRocksDb("rocksdb, direct I/O", d.one_shard[0], true)); !s.ok()) {
+  if (absl::Status s = add(StartRedis(redis, d.rows, d.map.layer_rows, 50), false); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = add(StartTcp(d.rows, d.map.layer_rows), false); !s.ok()) return s;
+  if (absl::Status s = add(NewMemoryGather(d.rows), false); !s.ok()) return s;
+  if (absl::Status s = add(OpenRocksDb("rocksdb", d.one_shard[0], false), false); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = add(OpenRocksDb("rocksdb, direct I/O", d.one_shard[0], true), false);
+      !s.ok()) {
     return s;
   }
   return systems;
@@ -93,7 +104,7 @@ absl::Status CheckSystem(BenchSystem& system, const StepStream& stream, int conn
                          const RowArray& rows, int* batches) {
   absl::StatusOr<FetchStep> fetch = system.NewFetcher(stream, connections);
   if (!fetch.ok()) return fetch.status();
-  for (int pass = 0; pass < 10; ++pass) {
+  for (int pass = 0; pass < 2; ++pass) {
     for (size_t step = 0; step < stream.n_steps(); ++step) {
       absl::StatusOr<std::span<const uint8_t>> got = (*fetch)(step);
       if (!got.ok()) return got.status();
@@ -110,30 +121,41 @@ absl::Status Check(const BenchEnv& base) {
   BenchEnv env = base;
   env.work_dir = dir.path();
   TableSpec spec;
-  spec.vocab = 6000;
+  spec.vocab = kVocab;
   spec.trace = dir.path() + "/zipf.trace";
   spec.three_shards = true;
   if (absl::Status s = WriteZipfTrace(spec.trace, 64, 256, 1.1, 3); !s.ok()) return s;
   absl::StatusOr<std::unique_ptr<BenchData>> data = PrepareBenchData(env, spec);
   if (!data.ok()) return data.status();
   const BenchData& d = **data;
-  absl::StatusOr<std::vector<std::unique_ptr<BenchSystem>>> systems = StartAll(env, d);
+  absl::StatusOr<std::vector<Checked>> systems = StartAll(env, d);
   if (!systems.ok()) return systems.status();
 
   StreamSpec decode;
-  decode.batch = 256;
+  decode.batch = 8;
   decode.prefill = 8;
-  decode.steps = 100;
+  decode.steps = 5;
   StreamSpec prefill;
   prefill.batch = 2;
   prefill.tokens = 64;
   prefill.steps = 3;
-  for (const StreamSpec& spec_ : {decode, prefill}) {
-    absl::StatusOr<StepStream> stream = StepStream::Build(d.trace, *d.hasher, spec_);
+  // Full-size decode steps: RPCs long enough for a reply to race the
+  // sending of the next layer.
+  StreamSpec wide;
+  wide.batch = 256;
+  wide.prefill = 4;
+  wide.steps = kWideSteps;
+  struct Stream {
+    StreamSpec spec;
+    bool wide;
+  };
+  for (const Stream& each : {Stream{decode, false}, Stream{prefill, false}, Stream{wide, true}}) {
+    absl::StatusOr<StepStream> stream = StepStream::Build(d.trace, *d.hasher, each.spec);
     if (!stream.ok()) return stream.status();
     for (int connections : {1, 2}) {
-      for (const auto& system : *systems) {
+      for (const auto& [system, check_wide] : *systems) {
         if (connections > 1 && !system->networked()) continue;
+        if (each.wide && !check_wide) continue;
         int batches = 0;
         if (absl::Status s = CheckSystem(*system, *stream, connections, d.rows, &batches);
             !s.ok()) {
