@@ -2,7 +2,7 @@
 // same row ids (docs/benchmarks.md, "Side by side (engram-bench)").
 //
 //   engram-bench [--quick] [--tokens real|zipf] [--doc docs/benchmarks.md]
-//                [--plot-data FILE] [--duration 2s] [--rounds 2] ...
+//                [--plot-data FILE] [--duration 3s] [--rounds 4] ...
 //   engram-bench --self-check
 //
 // Id streams: tokens (real English text by default, or Zipf) hashed by the
@@ -14,13 +14,17 @@
 // (1 and 3 engram-shard processes through EngramClient), Redis (MGET via
 // hiredis), RocksDB MultiGet in process on the same shard files, a memory
 // gather, the bare TCP exchange, and raw O_DIRECT reads at queue depths 1,
-// 16, 32 and 64. The machine's absolute figures swing 2-3x between runs,
-// so the targets are ratios of systems measured in alternating rounds.
+// 16, 32 and 64; and, as diagnostics, engram-shard through one bare gRPC
+// call per step (no client library) and through the client library with
+// its default ClientOptions::pipeline_layers (ours turns it off: a closed
+// loop wants every layer at once). The machine's absolute figures swing
+// 2-3x between runs, so the targets are ratios of systems measured in
+// alternating rounds.
 //
 // --quick runs the headline comparison only (v41 in RAM, decode B=256, one
 // shard, one connection; then the same table's tail off disk) in under 3
-// minutes, on the full run's in-RAM table (built in well under a minute). Either way the last line
-// is
+// minutes, on the full run's in-RAM table (built in well under a minute).
+// Either way the last line is
 //   bench: redis_ratio=R tcp_ratio=T disk_ratio=D wire_bytes_per_row=W
 // --self-check only checks that every system returns the right bytes.
 #include <unistd.h>
@@ -85,14 +89,14 @@ namespace fs = std::filesystem;
 
 // One table and what runs on it.
 struct TablePlan {
-  std::string label;
-  TableSpec spec;
+  std::string label = "";
+  TableSpec spec = {};
   bool on_disk = false;      // tail configurations instead of the in-RAM ones
   bool half_in_ram = false;  // on disk: also a hot tier of half the table
-  bool diagnostics = false;  // in RAM: also the server without the client library
-  std::vector<StreamSpec> streams;
+  bool diagnostics = false;  // in RAM: also the bare gRPC call and pipelined layers
+  std::vector<StreamSpec> streams = {};
   std::vector<int> connections = {1};
-  std::vector<int> queue_depths;  // on disk: raw O_DIRECT reads
+  std::vector<int> queue_depths = {};  // on disk: raw O_DIRECT reads
 };
 
 StreamSpec Decode(int batch) {
@@ -132,31 +136,36 @@ absl::StatusOr<std::vector<TablePlan>> Plan(const TableSpec& tokens) {
   }
   std::vector<TablePlan> plan;
   TableSpec t = tokens;
+  t.vocab = absl::GetFlag(FLAGS_hot_vocab);  // --quick's table is the full run's too
   if (absl::GetFlag(FLAGS_quick)) {
-    t.vocab = absl::GetFlag(FLAGS_hot_vocab);  // the same table as the full run's
-    plan.push_back({"v41, in RAM", t, false, false, true, {Decode(256)}, {1}, {}});
     plan.push_back(
-        {"v41, on disk", t, true, false, false, {Decode(256)}, {1}, {kHeadlineQueueDepth}});
+        {.label = "v41, in RAM", .spec = t, .diagnostics = true, .streams = {Decode(256)}});
+    plan.push_back({.label = "v41, on disk",
+                    .spec = t,
+                    .on_disk = true,
+                    .streams = {Decode(256)},
+                    .queue_depths = {kHeadlineQueueDepth}});
     return plan;
   }
-  t.vocab = absl::GetFlag(FLAGS_hot_vocab);
   t.three_shards = true;
-  plan.push_back({"v41, in RAM",
-                  t,
-                  false,
-                  false,
-                  true,
-                  {Decode(1), Decode(64), Decode(256), PrefillChunk(2048)},
-                  {1, 2},
-                  {}});
+  plan.push_back({.label = "v41, in RAM",
+                  .spec = t,
+                  .diagnostics = true,
+                  .streams = {Decode(1), Decode(64), Decode(256), PrefillChunk(2048)},
+                  .connections = {1, 2}});
   TableSpec small = t;
   small.preset = "small";
   small.three_shards = false;
-  plan.push_back({"small, in RAM", small, false, false, false, {Decode(64), Decode(256)}, {1}, {}});
+  plan.push_back({.label = "small, in RAM", .spec = small, .streams = {Decode(64), Decode(256)}});
   TableSpec disk = t;
   disk.vocab = absl::GetFlag(FLAGS_disk_vocab);
   disk.three_shards = false;
-  plan.push_back({"v41, on disk", disk, true, true, false, {Decode(256)}, {1}, *qd});
+  plan.push_back({.label = "v41, on disk",
+                  .spec = disk,
+                  .on_disk = true,
+                  .half_in_ram = true,
+                  .streams = {Decode(256)},
+                  .queue_depths = *qd});
   return plan;
 }
 
@@ -180,8 +189,8 @@ absl::StatusOr<std::vector<std::unique_ptr<BenchSystem>>> StartSystems(const Ben
                                                                        const BenchData& d) {
   using Starter = std::function<absl::StatusOr<std::unique_ptr<BenchSystem>>()>;
   std::vector<std::pair<std::string, Starter>> candidates;
-  auto engram = [&](const std::string& name, const std::vector<std::string>& dirs,
-                    double hot_share, bool pipeline_layers = false) {
+  auto engram = [&](const std::string& name, const std::vector<std::string>& dirs, double hot_share,
+                    bool pipeline_layers = false) {
     candidates.emplace_back(name, [&env, &plan, &d, name, &dirs, hot_share, pipeline_layers] {
       EngramSystemOptions o;
       o.name = name;
@@ -205,7 +214,11 @@ absl::StatusOr<std::vector<std::unique_ptr<BenchSystem>>> StartSystems(const Ben
     engram(kOursOneShard, d.one_shard, 1.0);
     if (!d.three_shards.empty()) engram("engram 3 shards", d.three_shards, 1.0);
     if (plan.diagnostics) {
-      engram(kOursPipelined, d.one_shard, 1.0, /*pipeline_layers=*/true);
+      // The library's default, which holds layer l + 1 back until layer l
+      // has arrived: the full run only.
+      if (!absl::GetFlag(FLAGS_quick)) {
+        engram(kOursPipelined, d.one_shard, 1.0, /*pipeline_layers=*/true);
+      }
       candidates.emplace_back(kRawGrpc, [&env, &d] {
         EngramSystemOptions o;
         o.name = kRawGrpc;
@@ -263,6 +276,25 @@ absl::Status RunTable(const BenchEnv& env, const TablePlan& plan, const RoundLim
 
   absl::StatusOr<std::vector<std::unique_ptr<BenchSystem>>> systems = StartSystems(env, plan, d);
   if (!systems.ok()) return systems.status();
+  // The raw O_DIRECT ceiling runs between the rounds of the first stream's
+  // systems, so that it alternates with what it is compared with.
+  std::vector<Measurement> raw(plan.queue_depths.size());
+  RoundLimits raw_round = limits;
+  raw_round.duration = limits.duration / std::max(1, limits.rounds);
+  const std::function<absl::Status()> raw_reads = [&]() -> absl::Status {
+    for (size_t k = 0; k < raw.size(); ++k) {
+      absl::StatusOr<Measurement> m =
+          MeasureRawDisk(plan.label, d.sst_files, plan.queue_depths[k], raw_round);
+      if (!m.ok()) return m.status();
+      if (raw[k].system.empty()) {
+        raw[k] = *std::move(m);
+      } else {
+        raw[k].loop.Merge(m->loop);
+      }
+    }
+    return absl::OkStatus();
+  };
+  bool first = true;
   for (const StreamSpec& spec : plan.streams) {
     absl::StatusOr<StepStream> stream = StepStream::Build(d.trace, *d.hasher, spec);
     if (!stream.ok()) return stream.status();
@@ -276,21 +308,20 @@ absl::Status RunTable(const BenchEnv& env, const TablePlan& plan, const RoundLim
           chosen.push_back(s.get());
         }
       }
-      std::fprintf(stderr, "engram-bench: %s, %s, %d connection%s: %zu systems\n",
+      const bool with_raw = first && !raw.empty();
+      first = false;
+      std::fprintf(stderr, "engram-bench: %s, %s, %d connection%s: %zu systems%s\n",
                    plan.label.c_str(), stream->name().c_str(), connections,
-                   connections == 1 ? "" : "s", chosen.size());
-      absl::StatusOr<std::vector<Measurement>> m =
-          MeasureSystems(plan.label, chosen, *stream, connections, d.rows, limits);
+                   connections == 1 ? "" : "s", chosen.size(),
+                   with_raw ? " and the raw O_DIRECT reads" : "");
+      absl::StatusOr<std::vector<Measurement>> m = MeasureSystems(
+          plan.label, chosen, *stream, connections, d.rows, limits, with_raw ? raw_reads : nullptr);
       if (!m.ok()) return m.status();
       report->rows.insert(report->rows.end(), m->begin(), m->end());
     }
   }
-  for (int qd : plan.queue_depths) {
-    std::fprintf(stderr, "engram-bench: %s, raw O_DIRECT reads, queue depth %d\n",
-                 plan.label.c_str(), qd);
-    absl::StatusOr<Measurement> m = MeasureRawDisk(plan.label, d.sst_files, qd, limits);
-    if (!m.ok()) return m.status();
-    report->rows.push_back(*std::move(m));
+  for (Measurement& m : raw) {
+    if (!m.system.empty()) report->rows.push_back(std::move(m));  // measured
   }
   if (plan.label == report->hot_table) report->headline_row_bytes = d.map.row_bytes[0];
   return absl::OkStatus();

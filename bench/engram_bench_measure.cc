@@ -30,11 +30,10 @@ double Measurement::wire_bytes_per_row() const {
   return served.wire_bytes / served.wire_rows;
 }
 
-absl::StatusOr<std::vector<Measurement>> MeasureSystems(const std::string& table_label,
-                                                        std::span<BenchSystem* const> systems,
-                                                        const StepStream& stream, int connections,
-                                                        const RowArray& table,
-                                                        const RoundLimits& limits) {
+absl::StatusOr<std::vector<Measurement>> MeasureSystems(
+    const std::string& table_label, std::span<BenchSystem* const> systems, const StepStream& stream,
+    int connections, const RowArray& table, const RoundLimits& limits,
+    const std::function<absl::Status()>& after_round) {
   struct Running {
     BenchSystem* system;
     FetchStep fetch;
@@ -93,6 +92,9 @@ absl::StatusOr<std::vector<Measurement>> MeasureSystems(const std::string& table
   for (int k = 0; k < rounds; ++k) {
     for (Running& r : running) {
       if (absl::Status s = loop(r, round, true); !s.ok()) return s;
+    }
+    if (after_round) {
+      if (absl::Status s = after_round(); !s.ok()) return s;
     }
   }
   std::vector<Measurement> out;

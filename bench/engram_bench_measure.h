@@ -5,6 +5,7 @@
 #ifndef ENGRAM_BENCH_ENGRAM_BENCH_MEASURE_H_
 #define ENGRAM_BENCH_ENGRAM_BENCH_MEASURE_H_
 
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -57,16 +58,19 @@ struct RoundLimits {
 
 // Makes each system's fetcher (connections: its count; in-process systems
 // are given 1 and reported as 0), warms them up, then runs `rounds` rounds
-// of every system in turn. Every loop's last rows are checked against
-// `table`; any wrong byte fails the measurement.
-absl::StatusOr<std::vector<Measurement>> MeasureSystems(const std::string& table_label,
-                                                        std::span<BenchSystem* const> systems,
-                                                        const StepStream& stream, int connections,
-                                                        const RowArray& table,
-                                                        const RoundLimits& limits);
+// of every system in turn, calling `after_round` (when set) after each
+// round, so that a ceiling measured there alternates with the systems too.
+// Every loop's last rows are checked against `table`; any wrong byte fails
+// the measurement.
+absl::StatusOr<std::vector<Measurement>> MeasureSystems(
+    const std::string& table_label, std::span<BenchSystem* const> systems, const StepStream& stream,
+    int connections, const RowArray& table, const RoundLimits& limits,
+    const std::function<absl::Status()>& after_round = nullptr);
 
 // `threads` threads of random 4 KiB O_DIRECT preads of `files` (the
-// queue depth), for limits.duration.
+// queue depth), for limits.duration (one round's share of it when called
+// from MeasureSystems' `after_round`; merge the rounds with
+// LoopResult::Merge).
 absl::StatusOr<Measurement> MeasureRawDisk(const std::string& table_label,
                                            const std::vector<std::string>& files, int threads,
                                            const RoundLimits& limits);

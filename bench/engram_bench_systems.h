@@ -92,7 +92,7 @@ struct EngramSystemOptions {
   // benchmark's worker needs every layer of a step at once, and the peers
   // are asked for all of them at once too.
   bool pipeline_layers = false;
-  std::string log_dir;                  // shard stderr files. REQUIRED.
+  std::string log_dir;  // shard stderr files. REQUIRED.
 };
 // Starts one engram-shard per shard directory.
 absl::StatusOr<std::unique_ptr<BenchSystem>> StartEngram(const EngramSystemOptions& options);
