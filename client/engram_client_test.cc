@@ -76,6 +76,30 @@ std::unique_ptr<ShardServer> StartShard(int s, uint64_t ram_budget) {
 
 std::string Addr(const ShardServer& s) { return "127.0.0.1:" + std::to_string(s.port()); }
 
+// `replicas` servers for every shard, with the client's address lists.
+struct Deployment {
+  std::vector<std::unique_ptr<ShardServer>> servers;  // shard-major
+  std::vector<std::vector<std::string>> addrs;        // [shard][replica]
+  ShardServer& server(int shard, int replica = 0) {
+    return *servers[static_cast<size_t>(shard * replicas + replica)];
+  }
+  int replicas = 1;
+};
+
+Deployment StartDeployment(uint64_t ram_budget, int replicas = 1) {
+  Deployment d;
+  d.replicas = replicas;
+  for (int s = 0; s < kShards; ++s) {
+    d.addrs.emplace_back();
+    for (int r = 0; r < replicas; ++r) {
+      d.servers.push_back(StartShard(s, ram_budget));
+      EXPECT_NE(d.servers.back(), nullptr);
+      if (d.servers.back() != nullptr) d.addrs.back().push_back(Addr(*d.servers.back()));
+    }
+  }
+  return d;
+}
+
 ClientOptions BaseOptions(const std::vector<std::vector<std::string>>& addrs) {
   ClientOptions o;
   o.table_dir = Cluster::Get().table_dir();
@@ -163,13 +187,8 @@ class ClientTest : public ::testing::TestWithParam<int> {};
 // Hot tier 0, ~10% and everything: the client's rows are the table's.
 TEST_P(ClientTest, RowsEqualTheTableFile) {
   const uint64_t budget = static_cast<uint64_t>(GetParam());
-  std::vector<std::unique_ptr<ShardServer>> servers;
-  std::vector<std::vector<std::string>> addrs;
-  for (int s = 0; s < kShards; ++s) {
-    servers.push_back(StartShard(s, budget));
-    ASSERT_NE(servers.back(), nullptr);
-    addrs.push_back({Addr(*servers.back())});
-  }
+  Deployment d = StartDeployment(budget);
+  const auto& addrs = d.addrs;
   auto client = EngramClient::Create(BaseOptions(addrs));
   ASSERT_TRUE(client.ok()) << client.status();
   RunGeneration(**client, 4, 40, 6, 1 + budget);
@@ -184,32 +203,19 @@ TEST_P(ClientTest, RowsEqualTheTableFile) {
 INSTANTIATE_TEST_SUITE_P(HotTier, ClientTest, ::testing::Values(0, 34 << 10, 64 << 20));
 
 TEST(Client, FailsOverToTheNextReplicaWithNoWrongRow) {
-  std::vector<std::unique_ptr<ShardServer>> primary, backup;
-  std::vector<std::vector<std::string>> addrs;
-  for (int s = 0; s < kShards; ++s) {
-    primary.push_back(StartShard(s, 0));
-    backup.push_back(StartShard(s, 0));
-    addrs.push_back({Addr(*primary.back()), Addr(*backup.back())});
-  }
-  auto client = EngramClient::Create(BaseOptions(addrs));
+  Deployment d = StartDeployment(0, /*replicas=*/2);
+  auto client = EngramClient::Create(BaseOptions(d.addrs));
   ASSERT_TRUE(client.ok()) << client.status();
   RunGeneration(**client, 2, 16, 2, 3);
-  primary[1]->Shutdown(absl::ZeroDuration());  // a replica dies mid-run
-  primary[1].reset();
+  d.server(1, 0).Shutdown(absl::ZeroDuration());  // a replica dies mid-run
   RunGeneration(**client, 2, 16, 4, 4);
   EXPECT_GT((*client)->stats().retries, 0u);
   EXPECT_EQ((*client)->stats().failed_rpcs, 0u);
 }
 
 TEST(Client, HedgedRequestsReturnTheSameRows) {
-  std::vector<std::unique_ptr<ShardServer>> servers;
-  std::vector<std::vector<std::string>> addrs;
-  for (int s = 0; s < kShards; ++s) {
-    servers.push_back(StartShard(s, 0));
-    servers.push_back(StartShard(s, 0));
-    addrs.push_back({Addr(*servers[servers.size() - 2]), Addr(*servers.back())});
-  }
-  ClientOptions o = BaseOptions(addrs);
+  Deployment d = StartDeployment(0, /*replicas=*/2);
+  ClientOptions o = BaseOptions(d.addrs);
   o.hedge = true;
   o.hedge_delay = absl::Nanoseconds(1);  // hedge every request
   auto client = EngramClient::Create(o);
@@ -219,13 +225,9 @@ TEST(Client, HedgedRequestsReturnTheSameRows) {
 }
 
 TEST(Client, AllReplicasDownIsUnavailableNamingTheShard) {
-  std::vector<std::unique_ptr<ShardServer>> servers;
-  std::vector<std::vector<std::string>> addrs;
-  for (int s = 0; s < kShards; ++s) {
-    servers.push_back(StartShard(s, 0));
-    addrs.push_back({Addr(*servers.back())});
-  }
-  servers[2]->Shutdown(absl::ZeroDuration());
+  Deployment d = StartDeployment(0);
+  const auto& addrs = d.addrs;
+  d.server(2).Shutdown(absl::ZeroDuration());
   auto client = EngramClient::Create(BaseOptions(addrs));
   ASSERT_TRUE(client.ok()) << client.status();
   auto seq = (*client)->NewSequence();
@@ -242,12 +244,8 @@ TEST(Client, AllReplicasDownIsUnavailableNamingTheShard) {
 }
 
 TEST(Client, DeadlineExceededIsAClearStatus) {
-  std::vector<std::unique_ptr<ShardServer>> servers;
-  std::vector<std::vector<std::string>> addrs;
-  for (int s = 0; s < kShards; ++s) {
-    servers.push_back(StartShard(s, 0));
-    addrs.push_back({Addr(*servers.back())});
-  }
+  Deployment d = StartDeployment(0);
+  const auto& addrs = d.addrs;
   ClientOptions o = BaseOptions(addrs);
   o.rpc_deadline = absl::Nanoseconds(1);
   auto client = EngramClient::Create(o);
@@ -264,12 +262,8 @@ TEST(Client, DeadlineExceededIsAClearStatus) {
 }
 
 TEST(Client, ConcurrentStepsFromFourThreads) {
-  std::vector<std::unique_ptr<ShardServer>> servers;
-  std::vector<std::vector<std::string>> addrs;
-  for (int s = 0; s < kShards; ++s) {
-    servers.push_back(StartShard(s, 34 << 10));
-    addrs.push_back({Addr(*servers.back())});
-  }
+  Deployment d = StartDeployment(34 << 10);
+  const auto& addrs = d.addrs;
   auto client = EngramClient::Create(BaseOptions(addrs));
   ASSERT_TRUE(client.ok()) << client.status();
   std::vector<std::thread> threads;
@@ -283,12 +277,8 @@ TEST(Client, ConcurrentStepsFromFourThreads) {
 // A Wait for a later layer while an RPC callback is sending it (layers are
 // pipelined) must wait for that layer's rows, not read a half-built arena.
 TEST(Client, WaitingForTheLastLayerFirstGetsItsRows) {
-  std::vector<std::unique_ptr<ShardServer>> servers;
-  std::vector<std::vector<std::string>> addrs;
-  for (int s = 0; s < kShards; ++s) {
-    servers.push_back(StartShard(s, 64 << 20));
-    addrs.push_back({Addr(*servers.back())});
-  }
+  Deployment d = StartDeployment(64 << 20);
+  const auto& addrs = d.addrs;
   auto client = EngramClient::Create(BaseOptions(addrs));
   ASSERT_TRUE(client.ok()) << client.status();
   std::vector<std::thread> threads;
@@ -299,12 +289,10 @@ TEST(Client, WaitingForTheLastLayerFirstGetsItsRows) {
 }
 
 TEST(Client, LocalCacheServesHotRowsWithoutTheNetwork) {
-  std::vector<std::unique_ptr<ShardServer>> servers;
-  std::vector<std::vector<std::string>> addrs;
+  Deployment d = StartDeployment(0);
+  const auto& addrs = d.addrs;
   ClientOptions o;
   for (int s = 0; s < kShards; ++s) {
-    servers.push_back(StartShard(s, 0));
-    addrs.push_back({Addr(*servers.back())});
     o.local_cache_profiles.push_back(Cluster::Get().shard_dir(s) + "/hot_profile.bin");
   }
   ClientOptions base = BaseOptions(addrs);
@@ -318,12 +306,8 @@ TEST(Client, LocalCacheServesHotRowsWithoutTheNetwork) {
 }
 
 TEST(Client, CountersArePublishedThroughTheRegistry) {
-  std::vector<std::unique_ptr<ShardServer>> servers;
-  std::vector<std::vector<std::string>> addrs;
-  for (int s = 0; s < kShards; ++s) {
-    servers.push_back(StartShard(s, 0));
-    addrs.push_back({Addr(*servers.back())});
-  }
+  Deployment d = StartDeployment(0);
+  const auto& addrs = d.addrs;
   ClientOptions o = BaseOptions(addrs);
   o.metrics_registry = std::make_shared<metrics::Registry>();
   auto client = EngramClient::Create(o);
