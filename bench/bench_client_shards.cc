@@ -17,6 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "bench/proc_stat.h"
 #include "common/metrics/scrape.h"
 #include "shard/shard_format.h"
 #include "shard/shard_map.h"
@@ -193,20 +194,7 @@ ShardProcess::~ShardProcess() {
   close(stdout_fd_);
 }
 
-double ShardProcess::cpu_seconds() const {
-  std::ifstream in(absl::StrCat("/proc/", pid_, "/stat"));
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  // After "(comm) ": field 3 is the state; utime and stime are 14 and 15.
-  const size_t close_paren = text.rfind(')');
-  if (close_paren == std::string::npos) return 0;
-  std::istringstream fields(text.substr(close_paren + 2));
-  std::string field;
-  double ticks = 0;
-  for (int i = 3; i <= 15 && fields >> field; ++i) {
-    if (i >= 14) ticks += std::strtod(field.c_str(), nullptr);
-  }
-  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
+double ShardProcess::cpu_seconds() const { return ProcessCpuSeconds(pid_); }
 
 absl::StatusOr<std::unique_ptr<Deployment>> Deployment::Start(const Options& o) {
   std::unique_ptr<Deployment> d(new Deployment());

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "bench/proc_stat.h"
 
 namespace engram::bench {
 namespace {
@@ -40,22 +41,6 @@ int NumberAfter(const std::string& line, const std::string& key) {
   return value;
 }
 
-// User + system CPU seconds of process `pid` (/proc/PID/stat), 0 if gone.
-double ProcessCpuSeconds(pid_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
-  std::string text((std::istreambuf_iterator<char>(in)),
-                   std::istreambuf_iterator<char>());
-  // Fields after "(comm)": state is field 3; utime, stime are 14 and 15.
-  const size_t close = text.rfind(')');
-  if (close == std::string::npos) return 0;
-  std::istringstream fields(text.substr(close + 2));
-  std::string field;
-  double ticks = 0;
-  for (int i = 3; i <= 15 && fields >> field; ++i) {
-    if (i >= 14) ticks += std::strtod(field.c_str(), nullptr);
-  }
-  return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
-}
 
 }  // namespace
 

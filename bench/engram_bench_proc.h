@@ -12,12 +12,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "bench/proc_stat.h"
 
 namespace engram::bench {
-
-// User + system CPU seconds process `pid` has used (/proc/PID/stat); 0 when
-// it is gone.
-double ProcessCpuSeconds(pid_t pid);
 
 // This process's user + system CPU seconds, every thread (getrusage).
 double SelfCpuSeconds();
