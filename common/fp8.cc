@@ -2,7 +2,12 @@
 
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <limits>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 namespace engram::fp8 {
 namespace {
@@ -32,9 +37,8 @@ constexpr std::array<float, 256> MakeE4m3Table() {
 
 constexpr std::array<float, 256> kE4m3Table = MakeE4m3Table();
 
-// f32 bits -> bf16 bits, round to nearest even; NaN kept quiet. Branch-free
-// so the dequantise loops vectorise.
-inline uint16_t Bf16FromBits(uint32_t u) {
+// f32 bits -> bf16 bits, round to nearest even; NaN kept quiet.
+constexpr uint16_t Bf16FromBits(uint32_t u) {
   const uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
   const uint32_t quiet_nan = (u >> 16) | 0x40u;
   return static_cast<uint16_t>((u & 0x7FFFFFFFu) > 0x7F800000u ? quiet_nan
@@ -107,43 +111,306 @@ uint16_t FloatToBf16(float x) {
   return Bf16FromBits(std::bit_cast<uint32_t>(x));
 }
 
-namespace {
-
-// The dequantise loop for any output type; `convert` maps each f32 product
-// to one output value. Inlined per caller, so the inner loop vectorises.
-template <typename Out, typename Convert>
-inline void DequantizeRowsAs(const uint8_t* rows, size_t n_rows, int head_dim,
-                             int scale_block, Out* out, Convert convert) {
+void DequantizeRows(const uint8_t* rows, size_t n_rows, int head_dim,
+                    int scale_block, float* out) {
   const int n_blocks = head_dim / scale_block;
   const size_t row_bytes = static_cast<size_t>(head_dim) + n_blocks;
-  const float* lut = kE4m3Table.data();
   for (size_t r = 0; r < n_rows; ++r) {
     const uint8_t* codes = rows + r * row_bytes;
     const uint8_t* scales = codes + head_dim;
-    Out* o = out + r * head_dim;
+    float* o = out + r * head_dim;
     for (int b = 0; b < n_blocks; ++b) {
       const float s = E8m0Scale(scales[b]);
       const uint8_t* c = codes + b * scale_block;
-      Out* ob = o + b * scale_block;
-      for (int j = 0; j < scale_block; ++j) ob[j] = convert(lut[c[j]] * s);
+      float* ob = o + b * scale_block;
+      for (int j = 0; j < scale_block; ++j) ob[j] = kE4m3Table[c[j]] * s;
     }
   }
 }
 
-}  // namespace
+// bf16 dequantisation.
+//
+// The definition is FloatToBf16(E4m3ToFloat(code) * E8m0ToFloat(e)). For a
+// scale byte e in [kFastScaleMin, kFastScaleMax] every such product is zero,
+// NaN (0x7FC0) or a normal f32 with at most 4 significant bits, so the
+// rounding to bf16 is exact and the bits follow from the code by integer
+// arithmetic: the bf16 of |e4m3(code)| (a normal number in bf16) plus
+// (e - 127) << 7 in the exponent field, then the sign; codes 0x00/0x80 give
+// +0 and 0x7F/0xFF give 0x7FC0. Blocks with any other scale (results
+// subnormal, infinite or NaN) take the exact scalar path.
+namespace {
 
-void DequantizeRows(const uint8_t* rows, size_t n_rows, int head_dim,
-                    int scale_block, float* out) {
-  DequantizeRowsAs(rows, n_rows, head_dim, scale_block, out,
-                   [](float v) { return v; });
+constexpr int kFastScaleMin = 10;   // 2^-9 * 2^(10-127) = 2^-126
+constexpr int kFastScaleMax = 246;  // 448 * 2^(246-127) < 2^128
+
+inline bool IsFastScale(uint8_t e) {
+  return e >= kFastScaleMin && e <= kFastScaleMax;
 }
+
+// Added to the bf16 bits of a positive e4m3 value at scale 2^0 to scale it
+// by 2^(e-127); meaningful only for a fast scale e.
+inline uint16_t Bf16ScaleOffset(uint8_t e) {
+  return static_cast<uint16_t>((e - 127) << 7);
+}
+
+// out[j] = the definition, for codes[0..n); any scale.
+void Bf16Exact(const uint8_t* codes, int n, uint8_t e, uint16_t* out) {
+  const float s = E8m0Scale(e);
+  for (int j = 0; j < n; ++j) {
+    out[j] = Bf16FromBits(std::bit_cast<uint32_t>(kE4m3Table[codes[j]] * s));
+  }
+}
+
+// Vector extension types, `N` lanes of 16 bits.
+template <int N>
+struct Lanes {
+  typedef uint8_t Bytes __attribute__((vector_size(N)));
+  typedef uint16_t Words __attribute__((vector_size(2 * N)));
+  typedef int16_t Signed __attribute__((vector_size(2 * N)));
+};
+
+// out[0..N) = the definition for codes[0..N) at a fast scale whose
+// Bf16ScaleOffset is `offset`.
+template <int N>
+[[gnu::always_inline]] inline void Bf16FastLanes(const uint8_t* codes,
+                                                 uint16_t offset,
+                                                 uint16_t* out) {
+  using Words = typename Lanes<N>::Words;
+  using Signed = typename Lanes<N>::Signed;
+  typename Lanes<N>::Bytes bytes;
+  std::memcpy(&bytes, codes, sizeof bytes);
+  const Words c = __builtin_convertvector(bytes, Words);
+  const Words c7 = c & 0x7F;
+  const Signed m = __builtin_bit_cast(Signed, c7);  // 0..127; signed compares
+  // bf16(|e4m3|) - (120 << 7): c7 << 4 for a normal code (exponent field
+  // 1..15 becomes 121..135); a subnormal code m * 2^-9, m = 1..7, gives
+  // -256, -128, -64, 0, 32, 64, 96.
+  const Words subnormal =
+      m > 3 ? (c7 << 5) - 128 : (m > 1 ? (c7 << 6) - 256 : Words{} - 256);
+  const uint16_t bias = static_cast<uint16_t>(offset + (120 << 7));
+  Words v = (m > 7 ? c7 << 4 : subnormal) + bias;
+  v |= (c & 0x80) << 8;
+  v = m == 0 ? Words{} : v;
+  v = m == 0x7F ? Words{} + 0x7FC0 : v;
+  std::memcpy(out, &v, sizeof v);
+}
+
+// The row loop of the vector extension kernels: N codes at a time through
+// Bf16FastLanes, then Bf16Exact for each block's last block % N codes and
+// for the blocks whose scale is not fast. kBlock is scale_block when it is a
+// compile-time constant, else 0.
+template <int N, int kBlock>
+[[gnu::always_inline]] inline void DequantizeBf16LanesRows(
+    const uint8_t* rows, size_t n_rows, int head_dim, int scale_block,
+    uint16_t* out) {
+  const int block = kBlock != 0 ? kBlock : scale_block;
+  const int n_blocks = head_dim / block;
+  const size_t row_bytes = static_cast<size_t>(head_dim) + n_blocks;
+  const int full = block - block % N;
+  for (size_t r = 0; r < n_rows; ++r) {
+    const uint8_t* codes = rows + r * row_bytes;
+    const uint8_t* scales = codes + head_dim;
+    uint16_t* o = out + r * head_dim;
+    bool all_fast = true;
+    for (int b = 0; b < n_blocks; ++b) {
+      all_fast &= IsFastScale(scales[b]);
+      const uint16_t offset = Bf16ScaleOffset(scales[b]);
+      for (int j = 0; j < full; j += N) {
+        Bf16FastLanes<N>(codes + b * block + j, offset, o + b * block + j);
+      }
+    }
+    if (all_fast && full == block) continue;
+    for (int b = 0; b < n_blocks; ++b) {
+      const int j = IsFastScale(scales[b]) ? full : 0;
+      Bf16Exact(codes + b * block + j, block - j, scales[b],
+                o + b * block + j);
+    }
+  }
+}
+
+template <int N>
+[[gnu::always_inline]] inline void DequantizeBf16Lanes(const uint8_t* rows,
+                                                       size_t n_rows,
+                                                       int head_dim,
+                                                       int scale_block,
+                                                       uint16_t* out) {
+  if (scale_block == 32) {
+    DequantizeBf16LanesRows<N, 32>(rows, n_rows, head_dim, 32, out);
+  } else {
+    DequantizeBf16LanesRows<N, 0>(rows, n_rows, head_dim, scale_block, out);
+  }
+}
+
+void DequantizeBf16Portable(const uint8_t* rows, size_t n_rows, int head_dim,
+                            int scale_block, uint16_t* out) {
+  DequantizeBf16Lanes<8>(rows, n_rows, head_dim, scale_block, out);
+}
+
+#if defined(__x86_64__)
+
+__attribute__((target("avx2"))) void DequantizeBf16Avx2(
+    const uint8_t* rows, size_t n_rows, int head_dim, int scale_block,
+    uint16_t* out) {
+  DequantizeBf16Lanes<16>(rows, n_rows, head_dim, scale_block, out);
+}
+
+// bf16 bits of e4m3(c) for c = 0..127 (scale 2^0; 0x7F is 0x7FC0).
+struct Bf16MagnitudeTable {
+  alignas(64) uint16_t v[128];
+};
+constexpr Bf16MagnitudeTable MakeBf16MagnitudeTable() {
+  Bf16MagnitudeTable t{};
+  for (int c = 0; c < 128; ++c) {
+    t.v[c] = Bf16FromBits(std::bit_cast<uint32_t>(kE4m3Table[c]));
+  }
+  return t;
+}
+constexpr Bf16MagnitudeTable kBf16Magnitude = MakeBf16MagnitudeTable();
+
+#define ENGRAM_AVX512 __attribute__((target("avx512bw,avx512vl")))
+
+// kBf16Magnitude in four registers, and the constants Bf16Avx512Lanes uses.
+struct Avx512Consts {
+  __m512i table[4], k7F, k40, k80;
+};
+
+// The bf16 of 32 codes (zero-extended to 16 bits) at a fast scale: two
+// 64-entry vpermt2w lookups of kBf16Magnitude, then the scale offset and the
+// sign on the lanes that are neither zero nor NaN.
+[[gnu::always_inline]] ENGRAM_AVX512 inline __m512i Bf16Avx512Lanes(
+    __m512i code, const Avx512Consts& k, __m512i offset) {
+  const __m512i c7 = _mm512_and_si512(code, k.k7F);
+  const __m512i lo = _mm512_permutex2var_epi16(k.table[0], c7, k.table[1]);
+  const __m512i hi = _mm512_permutex2var_epi16(k.table[2], c7, k.table[3]);
+  const __m512i v =
+      _mm512_mask_blend_epi16(_mm512_test_epi16_mask(c7, k.k40), lo, hi);
+  const __mmask32 live =
+      _mm512_test_epi16_mask(c7, c7) & _mm512_cmpneq_epi16_mask(c7, k.k7F);
+  const __m512i sign =
+      _mm512_maskz_slli_epi16(live, _mm512_and_si512(code, k.k80), 8);
+  return _mm512_or_si512(_mm512_mask_add_epi16(v, live, v, offset), sign);
+}
+
+// 32 codes per step; a block's last partial step is masked, so any block
+// size works. kBlock is scale_block when it is a compile-time constant (so
+// the block loop has no inner loop), else 0. Every block goes through the
+// lanes; the few whose scale is not fast are then redone by Bf16Exact, which
+// keeps the call out of the hot loop.
+template <int kBlock>
+[[gnu::always_inline]] ENGRAM_AVX512 inline void DequantizeBf16Avx512Rows(
+    const uint8_t* rows, size_t n_rows, int head_dim, int scale_block,
+    uint16_t* out) {
+  const int block = kBlock != 0 ? kBlock : scale_block;
+  const Avx512Consts k = {{_mm512_load_si512(kBf16Magnitude.v),
+                           _mm512_load_si512(kBf16Magnitude.v + 32),
+                           _mm512_load_si512(kBf16Magnitude.v + 64),
+                           _mm512_load_si512(kBf16Magnitude.v + 96)},
+                          _mm512_set1_epi16(0x7F),
+                          _mm512_set1_epi16(0x40),
+                          _mm512_set1_epi16(0x80)};
+  const int n_blocks = head_dim / block;
+  const size_t row_bytes = static_cast<size_t>(head_dim) + n_blocks;
+  const int full = block & ~31;
+  const __mmask32 tail = (1u << (block - full)) - 1;
+  for (size_t r = 0; r < n_rows; ++r) {
+    const uint8_t* codes = rows + r * row_bytes;
+    const uint8_t* scales = codes + head_dim;
+    uint16_t* o = out + r * head_dim;
+    bool all_fast = true;
+    for (int b = 0; b < n_blocks; ++b) {
+      all_fast &= IsFastScale(scales[b]);
+      const __m512i offset =
+          _mm512_set1_epi16(static_cast<int16_t>(Bf16ScaleOffset(scales[b])));
+      const uint8_t* c = codes + b * block;
+      uint16_t* ob = o + b * block;
+      for (int j = 0; j < full; j += 32) {
+        const __m512i code = _mm512_cvtepu8_epi16(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + j)));
+        _mm512_storeu_si512(ob + j, Bf16Avx512Lanes(code, k, offset));
+      }
+      if (tail != 0) {
+        const __m512i code =
+            _mm512_cvtepu8_epi16(_mm256_maskz_loadu_epi8(tail, c + full));
+        _mm512_mask_storeu_epi16(ob + full, tail,
+                                 Bf16Avx512Lanes(code, k, offset));
+      }
+    }
+    if (all_fast) continue;
+    for (int b = 0; b < n_blocks; ++b) {
+      if (IsFastScale(scales[b])) continue;
+      Bf16Exact(codes + b * block, block, scales[b], o + b * block);
+    }
+  }
+}
+
+ENGRAM_AVX512 void DequantizeBf16Avx512(const uint8_t* rows, size_t n_rows,
+                                        int head_dim, int scale_block,
+                                        uint16_t* out) {
+  if (scale_block == 32) {
+    DequantizeBf16Avx512Rows<32>(rows, n_rows, head_dim, 32, out);
+  } else {
+    DequantizeBf16Avx512Rows<0>(rows, n_rows, head_dim, scale_block, out);
+  }
+}
+
+#undef ENGRAM_AVX512
+
+#endif  // defined(__x86_64__)
+
+internal::Bf16Kernel BestBf16Kernel() {
+  using internal::Bf16Kernel;
+  for (Bf16Kernel k : {Bf16Kernel::kAvx512, Bf16Kernel::kAvx2}) {
+    if (internal::Bf16KernelSupported(k)) return k;
+  }
+  return Bf16Kernel::kPortable;
+}
+
+}  // namespace
 
 void DequantizeRowsBf16(const uint8_t* rows, size_t n_rows, int head_dim,
                         int scale_block, uint16_t* out) {
-  DequantizeRowsAs(rows, n_rows, head_dim, scale_block, out, [](float v) {
-    return Bf16FromBits(std::bit_cast<uint32_t>(v));
-  });
+  static const internal::Bf16Kernel kernel = BestBf16Kernel();
+  internal::DequantizeRowsBf16With(kernel, rows, n_rows, head_dim,
+                                   scale_block, out);
 }
+
+namespace internal {
+
+bool Bf16KernelSupported(Bf16Kernel kernel) {
+  switch (kernel) {
+    case Bf16Kernel::kPortable:
+      return true;
+#if defined(__x86_64__)
+    case Bf16Kernel::kAvx2:
+      __builtin_cpu_init();
+      return __builtin_cpu_supports("avx2");
+    case Bf16Kernel::kAvx512:
+      __builtin_cpu_init();
+      return __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vl");
+#endif
+    default:
+      return false;
+  }
+}
+
+void DequantizeRowsBf16With(Bf16Kernel kernel, const uint8_t* rows,
+                            size_t n_rows, int head_dim, int scale_block,
+                            uint16_t* out) {
+  switch (kernel) {
+#if defined(__x86_64__)
+    case Bf16Kernel::kAvx512:
+      return DequantizeBf16Avx512(rows, n_rows, head_dim, scale_block, out);
+    case Bf16Kernel::kAvx2:
+      return DequantizeBf16Avx2(rows, n_rows, head_dim, scale_block, out);
+#endif
+    default:
+      return DequantizeBf16Portable(rows, n_rows, head_dim, scale_block,
+                                    out);
+  }
+}
+
+}  // namespace internal
 
 void QuantizeRow(const float* values, int head_dim, int scale_block,
                  uint8_t* out_row) {

@@ -61,7 +61,9 @@ void DequantizeRows(const uint8_t* rows, size_t n_rows, int head_dim,
                     int scale_block, float* out);
 
 // Same as DequantizeRows, writing bf16 bits (round-to-nearest-even from the
-// f32 product) into out[n_rows * head_dim].
+// f32 product) into out[n_rows * head_dim]: bit for bit
+// FloatToBf16(E4m3ToFloat(code) * E8m0ToFloat(scale)) for every value. Uses
+// the widest SIMD kernel this CPU runs (see internal::Bf16Kernel).
 void DequantizeRowsBf16(const uint8_t* rows, size_t n_rows, int head_dim,
                         int scale_block, uint16_t* out);
 // Overload of DequantizeRowsBf16: a uint16_t output buffer means bf16.
@@ -79,6 +81,26 @@ inline void DequantizeRows(const uint8_t* rows, size_t n_rows, int head_dim,
 void QuantizeRow(const float* values, int head_dim, int scale_block,
                  uint8_t* out_row);
 
+namespace internal {
+
+// The kernels DequantizeRowsBf16 chooses from, exposed so tests and
+// benchmarks can run each one; all of them produce the same bits.
+enum class Bf16Kernel {
+  kPortable,  // GCC/Clang vector extensions, 8 lanes (SSE2 on x86-64)
+  kAvx2,      // the same code, 16 lanes
+  kAvx512,    // AVX-512BW table lookups, 32 lanes
+};
+
+// True if `kernel` can run on this CPU; kPortable always can.
+bool Bf16KernelSupported(Bf16Kernel kernel);
+
+// DequantizeRowsBf16 with the given kernel.
+// REQUIRES: Bf16KernelSupported(kernel).
+void DequantizeRowsBf16With(Bf16Kernel kernel, const uint8_t* rows,
+                            size_t n_rows, int head_dim, int scale_block,
+                            uint16_t* out);
+
+}  // namespace internal
 }  // namespace engram::fp8
 
 #endif  // ENGRAM_COMMON_FP8_H_

@@ -8,7 +8,9 @@
 #include <cstdint>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace engram::fp8 {
@@ -162,6 +164,147 @@ TEST(Fp8, DequantizeManyRowsMatchesScalarPath) {
       EXPECT_EQ(Bits(got), Bits(want)) << r << "," << j;
       EXPECT_EQ(bf16[r * kHeadDim + j], FloatToBf16(want)) << r << "," << j;
     }
+  }
+}
+
+// The bf16 definition, one value at a time.
+uint16_t WantBf16(uint8_t code, uint8_t scale) {
+  return FloatToBf16(E4m3ToFloat(code) * E8m0ToFloat(scale));
+}
+
+using internal::Bf16Kernel;
+
+// The kernels this CPU runs, each with a name for failure messages.
+std::vector<std::pair<Bf16Kernel, const char*>> Bf16Kernels() {
+  std::vector<std::pair<Bf16Kernel, const char*>> all = {
+      {Bf16Kernel::kPortable, "portable"},
+      {Bf16Kernel::kAvx2, "avx2"},
+      {Bf16Kernel::kAvx512, "avx512"}};
+  std::vector<std::pair<Bf16Kernel, const char*>> ok;
+  for (const auto& k : all) {
+    if (internal::Bf16KernelSupported(k.first)) ok.push_back(k);
+  }
+  return ok;
+}
+
+// Dequantises `rows` with DequantizeRowsBf16 and every kernel, into an
+// output buffer starting `out_skew` elements past an aligned one, and
+// counts the values that differ from WantBf16 (reporting the first few).
+int CountBf16Mismatches(const uint8_t* rows, size_t n_rows, int head_dim,
+                        int scale_block, int out_skew) {
+  const size_t rb = RowBytes(head_dim, scale_block);
+  const size_t n = n_rows * head_dim;
+  std::vector<uint16_t> want(n);
+  for (size_t r = 0; r < n_rows; ++r) {
+    for (int j = 0; j < head_dim; ++j) {
+      want[r * head_dim + j] = WantBf16(
+          rows[r * rb + j], rows[r * rb + head_dim + j / scale_block]);
+    }
+  }
+  std::vector<std::pair<Bf16Kernel, const char*>> kernels = Bf16Kernels();
+  kernels.push_back({Bf16Kernel::kPortable, "DequantizeRowsBf16"});
+  int failures = 0;
+  for (size_t k = 0; k < kernels.size(); ++k) {
+    std::vector<uint16_t> buf(n + out_skew + 1, 0xDEAD);
+    uint16_t* out = buf.data() + out_skew;
+    if (k + 1 == kernels.size()) {
+      DequantizeRowsBf16(rows, n_rows, head_dim, scale_block, out);
+    } else {
+      internal::DequantizeRowsBf16With(kernels[k].first, rows, n_rows,
+                                       head_dim, scale_block, out);
+    }
+    for (size_t i = 0; i < n; ++i) {
+      if (out[i] != want[i] && ++failures <= 10) {
+        const size_t r = i / head_dim;
+        const int j = static_cast<int>(i % head_dim);
+        ADD_FAILURE() << kernels[k].second << " head_dim " << head_dim
+                      << " block " << scale_block << " row " << r << " col "
+                      << j << ": code 0x" << std::hex << int{rows[r * rb + j]}
+                      << " scale 0x"
+                      << int{rows[r * rb + head_dim + j / scale_block]}
+                      << ": got 0x" << out[i] << ", want 0x" << want[i];
+      }
+    }
+    // Nothing written outside out[0, n).
+    for (int i = 0; i < out_skew; ++i) EXPECT_EQ(buf[i], 0xDEAD);
+    EXPECT_EQ(buf[n + out_skew], 0xDEAD) << kernels[k].second;
+  }
+  return failures;
+}
+
+// Every code at every scale byte, in head_dim 256 rows (one row per scale,
+// codes 0..255 in order) and in head_dim 64 rows (four rows per scale).
+TEST(Fp8Bf16, EveryCodeAtEveryScale) {
+  for (int head_dim : {256, 64}) {
+    const int rb = RowBytes(head_dim, 32);
+    const int rows_per_scale = 256 / head_dim;
+    std::vector<uint8_t> rows(256 * rows_per_scale * rb);
+    for (int e = 0; e < 256; ++e) {
+      for (int q = 0; q < rows_per_scale; ++q) {
+        uint8_t* row = rows.data() + (e * rows_per_scale + q) * rb;
+        for (int j = 0; j < head_dim; ++j) {
+          row[j] = static_cast<uint8_t>(q * head_dim + j);
+        }
+        for (int b = 0; b < head_dim / 32; ++b) {
+          row[head_dim + b] = static_cast<uint8_t>(e);
+        }
+      }
+    }
+    EXPECT_EQ(CountBf16Mismatches(rows.data(), 256 * rows_per_scale,
+                                  head_dim, 32, 0),
+              0);
+  }
+}
+
+// Random codes and scales (the fast-path edges 9/10 and 246/247 and the
+// special 0 and 255 often), any block size, several rows, misaligned input
+// and output.
+TEST(Fp8Bf16, BlockSizesRowsAndAlignment) {
+  std::mt19937 rng(7);
+  const uint8_t edge_scales[] = {0, 1, 9, 10, 11, 127, 245, 246, 247, 254, 255};
+  struct Shape {
+    int head_dim, scale_block;
+  };
+  for (const Shape& s : {Shape{256, 32}, Shape{64, 32}, Shape{64, 64},
+                         Shape{96, 48}, Shape{128, 16}, Shape{40, 8},
+                         Shape{24, 3}, Shape{7, 1}, Shape{256, 256}}) {
+    for (size_t n_rows : {1, 3, 17}) {
+      for (int skew : {0, 1}) {
+        const int rb = RowBytes(s.head_dim, s.scale_block);
+        std::vector<uint8_t> buf(n_rows * rb + skew);
+        uint8_t* rows = buf.data() + skew;
+        for (size_t r = 0; r < n_rows; ++r) {
+          uint8_t* row = rows + r * rb;
+          for (int j = 0; j < s.head_dim; ++j) row[j] = rng() & 0xFF;
+          for (int b = 0; b < s.head_dim / s.scale_block; ++b) {
+            row[s.head_dim + b] = rng() % 3 == 0
+                                      ? edge_scales[rng() % 11]
+                                      : static_cast<uint8_t>(rng() & 0xFF);
+          }
+        }
+        EXPECT_EQ(CountBf16Mismatches(rows, n_rows, s.head_dim,
+                                      s.scale_block, skew),
+                  0)
+            << s.head_dim << "/" << s.scale_block << " rows " << n_rows;
+      }
+    }
+  }
+}
+
+TEST(Fp8Bf16, SpecialCodes) {
+  EXPECT_EQ(WantBf16(0x80, 127), 0x0000);  // -0 decodes to +0
+  EXPECT_EQ(WantBf16(0x00, 255), 0x7FC0);  // NaN scale
+  EXPECT_EQ(WantBf16(0xFF, 127), 0x7FC0);  // NaN code keeps no sign
+  EXPECT_EQ(WantBf16(0x7E, 254), 0x7F80);  // 448 * 2^127 overflows
+  EXPECT_EQ(WantBf16(0xFE, 247), 0xFF80);
+  EXPECT_EQ(WantBf16(0x01, 0), 0x0000);    // 2^-136 rounds to 0 in bf16
+  for (const auto& k : Bf16Kernels()) {
+    SCOPED_TRACE(k.second);
+    const uint8_t row[3] = {0x01, 0x7E, 9};  // head_dim 2, one block
+    uint16_t out[2];
+    internal::DequantizeRowsBf16With(k.first, row, 1, 2, 2, out);
+    EXPECT_EQ(out[0], WantBf16(0x01, 9));  // 2^-127: a bf16 subnormal
+    EXPECT_EQ(out[1], WantBf16(0x7E, 9));
   }
 }
 
