@@ -165,13 +165,15 @@ absl::StatusOr<RowArray> RowArray::Build(const BenchTable& table) {
     array.layer_base_.push_back(rows);
     rows += map.layer_rows[l];
   }
-  array.data_.reset(new uint8_t[rows * array.row_bytes_]);
+  absl::StatusOr<HugePageBuffer> data = HugePageBuffer::Allocate(rows * array.row_bytes_);
+  if (!data.ok()) return data.status();
+  array.data_ = *std::move(data);
   std::vector<std::thread> threads;  // one per layer
   for (size_t l = 0; l < map.layer_rows.size(); ++l) {
     threads.emplace_back([&, l] {
       GenerateRows(table.gen.seed, static_cast<int>(l), 0, map.layer_rows[l],
                    head_dim, scale_block,
-                   array.data_.get() + array.layer_base_[l] * array.row_bytes_);
+                   array.data_.data() + array.layer_base_[l] * array.row_bytes_);
     });
   }
   for (std::thread& t : threads) t.join();

@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/huge_buffer.h"
 #include "common/layout.h"
 #include "common/table_gen.h"
 #include "shard/shard_map.h"
@@ -61,13 +62,13 @@ class RowArray {
 
   uint32_t row_bytes() const { return row_bytes_; }
   const uint8_t* row(uint32_t layer, uint64_t id) const {
-    return data_.get() + (layer_base_[layer] + id) * row_bytes_;
+    return data_.data() + (layer_base_[layer] + id) * row_bytes_;
   }
   std::span<const uint64_t> layer_base() const { return layer_base_; }
-  const uint8_t* data() const { return data_.get(); }
+  const uint8_t* data() const { return data_.data(); }
 
  private:
-  std::unique_ptr<uint8_t[]> data_;
+  HugePageBuffer data_;  // the same huge pages as the shard's hot tier
   std::vector<uint64_t> layer_base_;  // first row of each layer
   uint32_t row_bytes_ = 0;
 };

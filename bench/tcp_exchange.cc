@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/prefetch_gather.h"
 
 namespace engram::bench {
 namespace {
@@ -163,15 +164,21 @@ void TcpRowServer::ServeConnection(int fd) {
     const absl::Time start = absl::Now();  // the whole request has arrived
     out.resize(total * row_bytes);
 
+    // The same prefetching gather as the shard's hot tier: the ceiling
+    // must not be slower than our own server at the part they share.
     uint8_t* dst = out.data();
     const uint64_t* id = ids.data();
+    bool bad_id = false;
     for (uint32_t l = 0; l < header_layers; ++l) {
       const uint8_t* layer = options_.rows + options_.layer_base[l] * row_bytes;
       const uint64_t rows = options_.layer_rows[l];
-      for (uint32_t k = 0; k < counts[l]; ++k, ++id, dst += row_bytes) {
-        if (*id >= rows) return;
-        std::memcpy(dst, layer + *id * row_bytes, row_bytes);
-      }
+      PrefetchGather(
+          counts[l], row_bytes, dst, [](size_t) {},
+          [&](size_t k) { return id[k] < rows ? layer + id[k] * row_bytes : nullptr; },
+          [&](size_t, uint8_t*) { bad_id = true; });
+      if (bad_id) return;
+      id += counts[l];
+      dst += size_t{counts[l]} * row_bytes;
     }
     handler_nanos_.fetch_add(
         static_cast<uint64_t>(absl::ToInt64Nanoseconds(absl::Now() - start)));

@@ -21,10 +21,19 @@ class FastModulo {
 
   uint64_t divisor() const { return d_; }
   uint64_t Mod(uint64_t a) const {
+    uint64_t q, r;
+    DivMod(a, &q, &r);
+    return r;
+  }
+  // *q = a / d, *r = a % d.
+  void DivMod(uint64_t a, uint64_t* q, uint64_t* r) const {
     __extension__ typedef unsigned __int128 u128;
-    const uint64_t q = static_cast<uint64_t>((static_cast<u128>(a) * magic_) >> 64);
-    const uint64_t r = a - q * d_;
-    return r >= d_ ? r - d_ : r;
+    *q = static_cast<uint64_t>((static_cast<u128>(a) * magic_) >> 64);
+    *r = a - *q * d_;
+    if (*r >= d_) {
+      *r -= d_;
+      ++*q;
+    }
   }
 
  private:

@@ -23,6 +23,10 @@ TEST(FastModulo, EqualsTheHardwareRemainder) {
     for (int k = 0; k < 2000; ++k) {
       const uint64_t a = rng();
       ASSERT_EQ(m.Mod(a), a % d) << a << " mod " << d;
+      uint64_t q, r;
+      m.DivMod(a, &q, &r);
+      ASSERT_EQ(q, a / d) << a << " / " << d;
+      ASSERT_EQ(r, a % d) << a << " mod " << d;
     }
   }
 }

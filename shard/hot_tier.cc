@@ -7,7 +7,10 @@
 #include "absl/strings/str_cat.h"
 #include "shard/admission_cache.h"
 #include "shard/hot_profile.h"
+#include "common/fast_mod.h"
+#include "common/huge_buffer.h"
 #include "common/key_index.h"
+#include "common/prefetch_gather.h"
 
 namespace engram {
 namespace {
@@ -19,17 +22,19 @@ class HotTierImpl final : public HotTier {
  public:
   // `dense`: the pinned keys are every row of `shard`, in key order, so a
   // row's slot is computed from its id instead of looked up.
+  // `arena` holds pinned_rows * stride bytes.
   HotTierImpl(const ShardMap& map, uint32_t shard, uint64_t budget,
-              uint32_t stride, uint64_t pinned_rows, bool dense)
+              uint32_t stride, uint64_t pinned_rows, bool dense,
+              HugePageBuffer arena)
       : row_bytes_(map.row_bytes),
         budget_(budget),
         stride_(stride),
         dense_(dense),
-        n_shards_(map.n_shards),
+        shard_div_(map.n_shards),
         shard_(shard),
+        arena_(std::move(arena)),
         index_(dense ? 0 : pinned_rows),
         pinned_rows_(pinned_rows) {
-    if (pinned_rows > 0) arena_.reset(new uint8_t[pinned_rows * stride]);
     uint64_t first = 0;
     for (uint32_t l = 0; l < map.layer_rows.size(); ++l) {
       layer_first_slot_.push_back(first);
@@ -48,7 +53,7 @@ class HotTierImpl final : public HotTier {
       for (size_t i = first; i < end; ++i) {
         refs.push_back({static_cast<uint32_t>(keys[i] >> 48),
                         keys[i] & (kMaxShardRowId - 1),
-                        arena_.get() + i * stride_});
+                        arena_.data() + i * stride_});
       }
       if (auto s = store.ReadRows(refs); !s.ok()) return s;
       if (dense_) continue;
@@ -68,27 +73,42 @@ class HotTierImpl final : public HotTier {
 
   HotResult Lookup(uint32_t layer, uint64_t row, uint8_t* dst) override {
     if (layer >= row_bytes_.size()) return HotResult::kMiss;
-    const uint64_t key = ShardKey(layer, row);
     const uint32_t n = row_bytes_[layer];
-    if (dense_) {
-      // One dependent cache miss per row (the row) instead of two (index
-      // entry, then row): the gather of a hot request is memory-bound.
-      const uint64_t k = row / n_shards_;
-      if (row % n_shards_ != shard_ || k >= layer_owned_[layer]) {
-        return HotResult::kMiss;
-      }
-      std::memcpy(dst, arena_.get() + (layer_first_slot_[layer] + k) * stride_, n);
+    if (const uint8_t* src = PinnedRow(layer, row); src != nullptr) {
+      std::memcpy(dst, src, n);
       return HotResult::kPinned;
     }
-    if (pinned_rows_ > 0) {
-      const uint32_t slot = index_.Find(key);
-      if (slot != KeySlotIndex::kNoSlot) {
-        std::memcpy(dst, arena_.get() + uint64_t{slot} * stride_, n);
-        return HotResult::kPinned;
-      }
+    if (cache_ != nullptr && cache_->Lookup(ShardKey(layer, row), dst, n)) {
+      return HotResult::kCached;
     }
-    if (cache_ != nullptr && cache_->Lookup(key, dst, n)) return HotResult::kCached;
     return HotResult::kMiss;
+  }
+
+  HotBatchResult LookupBatch(uint32_t layer, std::span<const uint64_t> rows,
+                             uint8_t* dst, std::vector<uint32_t>* misses) override {
+    HotBatchResult result;
+    if (layer >= row_bytes_.size()) {
+      for (size_t i = 0; i < rows.size(); ++i) misses->push_back(static_cast<uint32_t>(i));
+      return result;
+    }
+    const uint32_t n = row_bytes_[layer];
+    const bool indexed = !dense_ && pinned_rows_ > 0;
+    const size_t misses_before = misses->size();
+    PrefetchGather(
+        rows.size(), n, dst,
+        [&](size_t i) {
+          if (indexed) index_.Prefetch(ShardKey(layer, rows[i]));
+        },
+        [&](size_t i) { return PinnedRow(layer, rows[i]); },
+        [&](size_t i, uint8_t* out) {
+          if (cache_ != nullptr && cache_->Lookup(ShardKey(layer, rows[i]), out, n)) {
+            ++result.cached;
+          } else {
+            misses->push_back(static_cast<uint32_t>(i));
+          }
+        });
+    result.pinned = rows.size() - result.cached - (misses->size() - misses_before);
+    return result;
   }
 
   void Admit(uint32_t layer, uint64_t row, const uint8_t* data) override {
@@ -103,16 +123,32 @@ class HotTierImpl final : public HotTier {
   uint64_t budget_bytes() const override { return budget_; }
 
  private:
+  // The pinned copy of the row, or nullptr. REQUIRES: layer < layers.
+  const uint8_t* PinnedRow(uint32_t layer, uint64_t row) const {
+    if (dense_) {
+      // One dependent cache miss per row (the row) instead of two (index
+      // entry, then row): the gather of a hot request is memory-bound.
+      uint64_t k, shard;
+      shard_div_.DivMod(row, &k, &shard);
+      if (shard != shard_ || k >= layer_owned_[layer]) return nullptr;
+      return arena_.data() + (layer_first_slot_[layer] + k) * stride_;
+    }
+    if (pinned_rows_ == 0) return nullptr;
+    const uint32_t slot = index_.Find(ShardKey(layer, row));
+    if (slot == KeySlotIndex::kNoSlot) return nullptr;
+    return arena_.data() + uint64_t{slot} * stride_;
+  }
+
   const std::vector<uint32_t> row_bytes_;
   const uint64_t budget_;
   const uint32_t stride_;
   const bool dense_;
-  const uint32_t n_shards_;
+  const FastModulo shard_div_;  // by the shard count
   const uint32_t shard_;
   std::vector<uint64_t> layer_first_slot_;  // per layer, for dense_
   std::vector<uint64_t> layer_owned_;       // rows of each layer on the shard
   // Immutable after Build: lock-free reads.
-  std::unique_ptr<uint8_t[]> arena_;
+  HugePageBuffer arena_;
   KeySlotIndex index_;
   const uint64_t pinned_rows_;
   std::unique_ptr<AdmissionCache> cache_;
@@ -153,8 +189,11 @@ absl::StatusOr<std::unique_ptr<HotTier>> HotTier::Build(
       keys.push_back(ShardKey(e.layer, e.row));
     }
   }
-  auto tier = std::make_unique<HotTierImpl>(map, shard, budget, stride,
-                                            keys.size(), whole_shard);
+  absl::StatusOr<HugePageBuffer> arena =
+      HugePageBuffer::Allocate(keys.size() * uint64_t{stride});
+  if (!arena.ok()) return arena.status();
+  auto tier = std::make_unique<HotTierImpl>(map, shard, budget, stride, keys.size(),
+                                            whole_shard, *std::move(arena));
   if (auto s = tier->Pin(store, keys); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("loading the hot tier: ", s.message()));
   }

@@ -11,7 +11,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "shard/row_store.h"
@@ -35,6 +37,12 @@ struct HotTierOptions {
 
 enum class HotResult { kMiss, kPinned, kCached };
 
+// Rows a LookupBatch found resident, by part of the tier.
+struct HotBatchResult {
+  uint64_t pinned = 0;
+  uint64_t cached = 0;
+};
+
 // Thread-safe: Lookup and Admit may be called concurrently from any thread.
 class HotTier {
  public:
@@ -46,6 +54,13 @@ class HotTier {
 
   // Copies the row into dst (row_bytes of its layer) when resident.
   virtual HotResult Lookup(uint32_t layer, uint64_t row, uint8_t* dst) = 0;
+  // Lookup of many rows of one layer: row i, when resident, is copied to
+  // dst + i * row_bytes(layer); the index i of every other row is appended
+  // to *misses, in order (and dst there is left as it was). Rows are
+  // prefetched a few ahead of the copy, so a large hot request is gathered
+  // at memory bandwidth rather than one cache miss at a time.
+  virtual HotBatchResult LookupBatch(uint32_t layer, std::span<const uint64_t> rows,
+                                     uint8_t* dst, std::vector<uint32_t>* misses) = 0;
   // Offers a row just read from disk to the admission cache.
   virtual void Admit(uint32_t layer, uint64_t row, const uint8_t* data) = 0;
 

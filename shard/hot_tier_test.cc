@@ -172,6 +172,59 @@ TEST_F(HotTierTest, ConcurrentLookupsAndAdmitsReturnCorrectBytes) {
   EXPECT_GT(hits, 0);
 }
 
+// LookupBatch agrees with Lookup row by row (bytes, tier and the miss list)
+// for dense, indexed and cache-only tiers, on batches longer and shorter
+// than its prefetch distance, with rows of other shards and past the layer.
+TEST_F(HotTierTest, LookupBatchMatchesLookup) {
+  const ShardMap& map = store_->shard_map();
+  for (const auto& [budget, profile] :
+       std::vector<std::pair<uint64_t, bool>>{{ShardBytes(), false},
+                                              {ShardBytes() / 10, true},
+                                              {ShardBytes() / 10, false},
+                                              {0, false}}) {
+    std::unique_ptr<HotTier> tier = Build(budget, profile);
+    ASSERT_NE(tier, nullptr);
+    std::mt19937_64 rng(budget + profile);
+    uint8_t want[kRowBytes];
+    for (int i = 0; i < 3000; ++i) {  // warm the admission cache
+      auto [l, r] = RandomRow(rng);
+      r = 1 + 2 * (r % 400);
+      StoreRow(l, r, want);
+      tier->Admit(l, r, want);
+    }
+    for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{40}, size_t{3001}}) {
+      for (uint32_t l = 0; l < map.layer_rows.size(); ++l) {
+        std::vector<uint64_t> rows;
+        for (size_t k = 0; k < n; ++k) {
+          uint64_t r = RandomRow(rng).second;
+          if (k % 3 == 0) r = 1 + 2 * (r % 400);
+          if (k % 17 == 5) r = 2 * (r / 2);                  // shard 0's row
+          if (k % 29 == 11) r = map.layer_rows[l] + 2 * k + 1;  // past the layer
+          rows.push_back(r);
+        }
+        std::vector<uint8_t> batch(n * kRowBytes, 0xAB), one(kRowBytes);
+        std::vector<uint32_t> misses;
+        const HotBatchResult got = tier->LookupBatch(l, rows, batch.data(), &misses);
+        HotBatchResult expect;
+        std::vector<uint32_t> expect_misses;
+        for (size_t k = 0; k < n; ++k) {
+          const HotResult res = tier->Lookup(l, rows[k], one.data());
+          if (res == HotResult::kMiss) {
+            expect_misses.push_back(static_cast<uint32_t>(k));
+            continue;
+          }
+          ++(res == HotResult::kPinned ? expect.pinned : expect.cached);
+          ASSERT_EQ(0, std::memcmp(one.data(), batch.data() + k * kRowBytes, kRowBytes))
+              << "budget " << budget << " layer " << l << " row " << rows[k];
+        }
+        EXPECT_EQ(got.pinned, expect.pinned);
+        EXPECT_EQ(got.cached, expect.cached);
+        EXPECT_EQ(misses, expect_misses);
+      }
+    }
+  }
+}
+
 TEST_F(HotTierTest, MissingProfileIsAnError) {
   absl::StatusOr<std::unique_ptr<HotTier>> t =
       HotTier::Build(*store_, {ShardBytes() / 10, dir_->Sub("absent.bin")});
