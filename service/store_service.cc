@@ -29,6 +29,7 @@ grpc::Status ToGrpc(const absl::Status& status) {
 struct StoreService::Call {
   wire::LookupQuery query;
   std::vector<RowRef> misses;     // rows to read, pointing into `response`
+  std::vector<uint32_t> miss_index;  // scratch of Gather: a layer's misses
   std::vector<TierCounts> tiers;  // per query.layers entry
   grpc::Slice response;           // the whole serialized LookupResponse
   grpc::ServerUnaryReactor* reactor = nullptr;
@@ -164,29 +165,31 @@ void StoreService::Gather(Call& call) {
     rows_bytes += range.count * map_.row_bytes[range.layer];
   }
   uint8_t* dst = nullptr;
-  call.response = wire::NewLookupResponse(map_.version, rows_bytes, &dst);
+  const size_t size = wire::LookupResponseSize(map_.version, rows_bytes);
+  if (size >= ResponseBufferPool::kMinBytes) {
+    uint8_t* out;
+    call.response = responses_.Allocate(size, &out);
+    dst = wire::WriteLookupResponseFraming(map_.version, rows_bytes, out);
+  } else {
+    call.response = wire::NewLookupResponse(map_.version, rows_bytes, &dst);
+  }
   call.misses.clear();
   call.tiers.assign(query.layers.size(), TierCounts{});
   for (size_t i = 0; i < query.layers.size(); ++i) {
     const wire::LayerRange& range = query.layers[i];
     const uint32_t row_bytes = map_.row_bytes[range.layer];
+    const std::span<const uint64_t> rows(query.ids.data() + range.begin, range.count);
+    call.miss_index.clear();
+    const HotBatchResult hot =
+        hot_tier_.LookupBatch(range.layer, rows, dst, &call.miss_index);
     TierCounts& tiers = call.tiers[i];
-    for (size_t k = range.begin; k < range.begin + range.count; ++k) {
-      const uint64_t row = query.ids[k];
-      switch (hot_tier_.Lookup(range.layer, row, dst)) {
-        case HotResult::kPinned:
-          ++tiers.pinned;
-          break;
-        case HotResult::kCached:
-          ++tiers.cached;
-          break;
-        case HotResult::kMiss:
-          ++tiers.disk;
-          call.misses.push_back(RowRef{range.layer, row, dst});
-          break;
-      }
-      dst += row_bytes;
+    tiers.pinned = hot.pinned;
+    tiers.cached = hot.cached;
+    tiers.disk = call.miss_index.size();
+    for (uint32_t k : call.miss_index) {
+      call.misses.push_back(RowRef{range.layer, rows[k], dst + size_t{k} * row_bytes});
     }
+    dst += range.count * row_bytes;
   }
 }
 

@@ -3,9 +3,9 @@
 //
 // Lookup is a raw callback method: the request arrives as a ByteBuffer and
 // is parsed by the hand codec (service/wire.h) into a pooled id array; the
-// response is one slice of exactly the response's size, framed as a
-// LookupResponse, into which rows are copied straight from the hot tier or
-// RocksDB. Hot-tier hits are copied on the gRPC thread; misses go to
+// response is one slice of exactly the response's size (from a pool of
+// recycled buffers when large), framed as a LookupResponse, into which rows
+// are copied straight from the hot tier or RocksDB. Hot-tier hits are copied on the gRPC thread; misses go to
 // RowStore::ReadRowsAsync and the call finishes from the read's completion,
 // so one request's disk reads never hold up another request's hot hits.
 //
@@ -27,6 +27,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "engram/v1/engram_store.grpc.pb.h"
+#include "service/response_pool.h"
 #include "service/shard_metrics.h"
 #include "service/wire.h"
 #include "shard/hot_tier.h"
@@ -71,6 +72,7 @@ class StoreService final
   const uint32_t shard_index_;
   const uint32_t max_rows_per_request_;
 
+  ResponseBufferPool responses_;
   absl::Mutex pool_mutex_;
   std::vector<std::unique_ptr<Call>> pool_ ABSL_GUARDED_BY(pool_mutex_);
 };

@@ -106,6 +106,18 @@ class Reader {
 
   bool Skip(size_t n) { return Consume(n, nullptr); }
   bool Copy(size_t n, uint8_t* dst) { return Consume(n, dst); }
+  // Consumes n bytes, appending where they lie (one span per chunk touched).
+  bool Spans(size_t n, std::vector<std::span<const uint8_t>>* out) {
+    if (n > size_ - position()) return false;
+    while (n > 0) {
+      if (p_ == end_) Advance();
+      const size_t take = std::min<size_t>(n, end_ - p_);
+      out->emplace_back(p_, take);
+      p_ += take;
+      n -= take;
+    }
+    return true;
+  }
 
  private:
   // Makes chunks_[index_] current, skipping empty chunks, so that p_ < end_
@@ -298,8 +310,12 @@ absl::Status ParseRequest(Reader& r, size_t max_rows, LookupQuery* query) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<uint64_t> DecodeResponse(Reader& r,
-                                        std::span<uint8_t> rows_out) {
+// Decodes a LookupResponse, handing the last rows field to
+// take_rows(reader, length) when its length is `rows_bytes` (skipping it
+// otherwise); returns the version.
+template <typename TakeRows>
+absl::StatusOr<uint64_t> DecodeResponse(Reader& r, size_t rows_bytes,
+                                        TakeRows&& take_rows) {
   auto malformed = [](std::string_view what) {
     return absl::InternalError(
         absl::StrCat("malformed LookupResponse: ", std::string(what)));
@@ -319,8 +335,8 @@ absl::StatusOr<uint64_t> DecodeResponse(Reader& r,
       if (!ReadLength(r, end, &rows_length, &field_end)) {
         return malformed("bad rows length");
       }
-      if (rows_length == rows_out.size()) {
-        r.Copy(rows_length, rows_out.data());
+      if (rows_length == rows_bytes) {
+        take_rows(r, rows_length);
       } else {
         r.Skip(rows_length);
       }
@@ -328,12 +344,18 @@ absl::StatusOr<uint64_t> DecodeResponse(Reader& r,
       return malformed("bad unknown field");
     }
   }
-  if (rows_length != rows_out.size()) {
+  if (rows_length != rows_bytes) {
     return absl::InternalError(
         absl::StrCat("LookupResponse carries ", rows_length,
-                     " row bytes, expected ", rows_out.size()));
+                     " row bytes, expected ", rows_bytes));
   }
   return version;
+}
+
+absl::StatusOr<uint64_t> DecodeResponse(Reader& r, std::span<uint8_t> rows_out) {
+  return DecodeResponse(r, rows_out.size(), [&](Reader& reader, size_t n) {
+    reader.Copy(n, rows_out.data());
+  });
 }
 
 // Calls fn(Reader&) over the bytes of `buffer`, without copying them.
@@ -434,6 +456,11 @@ grpc::Slice NewLookupResponse(uint64_t version, size_t rows_bytes,
   }
   uint8_t* p;
   grpc::Slice slice = AllocateSlice(size, &p);
+  *rows = WriteLookupResponseFraming(version, rows_bytes, p);
+  return slice;
+}
+
+uint8_t* WriteLookupResponseFraming(uint64_t version, size_t rows_bytes, uint8_t* p) {
   if (version != 0) {
     *p++ = Tag(kResponseVersion, kVarint);
     p = WriteVarint(version, p);
@@ -442,8 +469,7 @@ grpc::Slice NewLookupResponse(uint64_t version, size_t rows_bytes,
     *p++ = Tag(kResponseRows, kLengthDelimited);
     p = WriteVarint(rows_bytes, p);
   }
-  *rows = p;
-  return slice;
+  return p;
 }
 
 absl::StatusOr<uint64_t> DecodeLookupResponse(const grpc::ByteBuffer& buffer,
@@ -456,6 +482,22 @@ absl::StatusOr<uint64_t> DecodeLookupResponse(std::span<const uint8_t> bytes,
                                               std::span<uint8_t> rows_out) {
   Reader r(std::span<const std::span<const uint8_t>>(&bytes, 1));
   return DecodeResponse(r, rows_out);
+}
+
+absl::StatusOr<uint64_t> LocateLookupResponseRows(const grpc::ByteBuffer& buffer,
+                                                  size_t rows_bytes,
+                                                  ResponseRows* rows) {
+  rows->slices.clear();
+  rows->spans.clear();
+  (void)buffer.Dump(&rows->slices);  // an invalid (empty) buffer leaves it empty
+  std::vector<std::span<const uint8_t>>& chunks = rows->chunks_scratch;
+  chunks.clear();
+  for (const grpc::Slice& s : rows->slices) chunks.emplace_back(s.begin(), s.size());
+  Reader r(chunks);
+  return DecodeResponse(r, rows_bytes, [&](Reader& reader, size_t n) {
+    rows->spans.clear();  // a later rows field wins, as in protobuf
+    reader.Spans(n, &rows->spans);
+  });
 }
 
 }  // namespace engram::wire

@@ -94,6 +94,10 @@ size_t LookupResponseSize(uint64_t version, size_t rows_bytes);
 // protobuf's serialization once the rows are filled in.
 grpc::Slice NewLookupResponse(uint64_t version, size_t rows_bytes,
                               uint8_t** rows);
+// The same framing written into caller-owned memory `out` of exactly
+// LookupResponseSize(version, rows_bytes) bytes (e.g. a pooled buffer);
+// returns the address of the rows field's bytes.
+uint8_t* WriteLookupResponseFraming(uint64_t version, size_t rows_bytes, uint8_t* out);
 
 // Decodes a serialized LookupResponse held in `buffer` (any slicing):
 // copies its rows field once into `rows_out` and returns its version.
@@ -105,6 +109,22 @@ absl::StatusOr<uint64_t> DecodeLookupResponse(const grpc::ByteBuffer& buffer,
 // The same over contiguous bytes.
 absl::StatusOr<uint64_t> DecodeLookupResponse(std::span<const uint8_t> bytes,
                                               std::span<uint8_t> rows_out);
+
+// A LookupResponse's rows field found in place, without copying it: the
+// field's bytes, in order, as spans into the response's own slices, which
+// `slices` holds references to (so the spans stay valid as long as this
+// object keeps them). Reusable: a steady stream of decodes allocates nothing.
+struct ResponseRows {
+  std::vector<grpc::Slice> slices;
+  std::vector<std::span<const uint8_t>> spans;
+  std::vector<std::span<const uint8_t>> chunks_scratch;  // internal
+};
+// Like DecodeLookupResponse(buffer, rows_out) with rows_out.size() ==
+// rows_bytes, but fills *rows instead of copying the rows field. The spans
+// total rows_bytes on success; on error *rows is unspecified.
+absl::StatusOr<uint64_t> LocateLookupResponseRows(const grpc::ByteBuffer& buffer,
+                                                  size_t rows_bytes,
+                                                  ResponseRows* rows);
 
 }  // namespace engram::wire
 

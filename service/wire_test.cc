@@ -315,6 +315,49 @@ TEST(WireResponse, DecodesProtobufSerializationAcrossSlices) {
   }
 }
 
+// The rows field located in place equals the copy, for every way of
+// slicing the message (spans concatenate to the rows, none is empty), and
+// the last rows field wins; a wrong size or a truncation is an error.
+TEST(WireResponse, LocatesRowsInPlaceAcrossSlices) {
+  v1::LookupResponse proto;
+  proto.set_version(77);
+  proto.set_rows(Pattern(500));
+  const std::string bytes = proto.SerializeAsString();
+  ResponseRows rows;
+  for (size_t a = 0; a <= bytes.size(); a += 7) {
+    for (size_t b = a; b <= bytes.size(); b += 5) {
+      absl::StatusOr<uint64_t> version =
+          LocateLookupResponseRows(Split(bytes, {a, b}), 500, &rows);
+      ASSERT_TRUE(version.ok()) << version.status();
+      EXPECT_EQ(*version, 77u);
+      std::string joined;
+      for (std::span<const uint8_t> span : rows.spans) {
+        ASSERT_FALSE(span.empty());
+        joined.append(reinterpret_cast<const char*>(span.data()), span.size());
+      }
+      ASSERT_EQ(joined, proto.rows()) << a << "," << b;
+      EXPECT_LE(rows.spans.size(), 3u);
+    }
+  }
+  const std::string twice =
+      RawWriter().Bytes(2, "first").Varint(1, 5).Bytes(2, "other").Done();
+  ASSERT_TRUE(LocateLookupResponseRows(Split(twice, {3, 9}), 5, &rows).ok());
+  std::string joined;
+  for (std::span<const uint8_t> span : rows.spans) {
+    joined.append(reinterpret_cast<const char*>(span.data()), span.size());
+  }
+  EXPECT_EQ(joined, "other");
+  EXPECT_EQ(LocateLookupResponseRows(Split(bytes, {10}), 499, &rows).status().code(),
+            absl::StatusCode::kInternal);
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    EXPECT_EQ(LocateLookupResponseRows(Split(bytes.substr(0, n), {n / 2}), 500, &rows)
+                  .status()
+                  .code(),
+              absl::StatusCode::kInternal)
+        << "prefix " << n;
+  }
+}
+
 TEST(WireResponse, SkipsUnknownFieldsAndLastRowsWins) {
   const std::string bytes = RawWriter()
                                 .Bytes(2, "first")
