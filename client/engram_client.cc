@@ -41,6 +41,48 @@ absl::StatusOr<ShardMap> ShardMapFor(const TableManifest& manifest,
   return map;
 }
 
+// Decodes the response of `chunk`'s RPC in place: dst[j] receives the
+// address of row j's bytes (rb each) inside the response, or inside
+// chunk->straddle for a row split across two of its slices.
+absl::Status DecodeChunk(const grpc::ByteBuffer& resp, size_t rb, uint64_t want,
+                         StepState::Chunk* chunk, const uint8_t** dst) {
+  absl::StatusOr<uint64_t> v =
+      wire::LocateLookupResponseRows(resp, chunk->count * rb, &chunk->rows);
+  if (!v.ok()) return v.status();
+  if (*v != want) {
+    return absl::InternalError(
+        absl::StrCat("answered with table version ", *v, ", asked for ", want));
+  }
+  const std::vector<std::span<const uint8_t>>& spans = chunk->rows.spans;
+  chunk->straddle.resize(spans.size() * rb);  // never grows while in use below
+  uint8_t* straddle = chunk->straddle.data();
+  size_t span = 0, at = 0;  // position in spans
+  for (size_t j = 0; j < chunk->count; ++j) {
+    while (at == spans[span].size()) {
+      ++span;
+      at = 0;
+    }
+    if (spans[span].size() - at >= rb) {
+      dst[j] = spans[span].data() + at;
+      at += rb;
+      continue;
+    }
+    dst[j] = straddle;
+    for (size_t need = rb; need > 0;) {
+      if (at == spans[span].size()) {
+        ++span;
+        at = 0;
+      }
+      const size_t take = std::min(need, spans[span].size() - at);
+      std::memcpy(straddle + (rb - need), spans[span].data() + at, take);
+      at += take;
+      need -= take;
+    }
+    straddle += rb;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::unique_ptr<StepState> EngramClient::Impl::TakeState() {
@@ -58,6 +100,9 @@ std::unique_ptr<StepState> EngramClient::Impl::TakeState() {
 
 void EngramClient::Impl::ReturnState(std::unique_ptr<StepState> s) {
   s->rpcs.clear();
+  for (StepState::Layer& ly : s->layers) {
+    for (StepState::Chunk& chunk : ly.chunks) chunk.Clear();
+  }
   std::lock_guard<std::mutex> l(pool_mu);
   if (pool.size() < 64) pool.push_back(std::move(s));
 }
@@ -238,7 +283,7 @@ void EngramClient::Impl::SendLayer(StepState& st, int layer) {
   for (int s = 0; s < n_shards; ++s) start[s + 1] += start[s];
   const size_t fetched = start[n_shards];
   ly.grouped.resize(fetched);
-  ly.arena.resize(fetched * rb);
+  ly.fetched_src.resize(fetched);
   std::vector<uint32_t> fill(start.begin(), start.end() - 1);
   for (size_t k = 0; k < u; ++k) {
     if (ly.unique_pos[k] == kLocal) continue;
@@ -255,6 +300,14 @@ void EngramClient::Impl::SendLayer(StepState& st, int layer) {
   std::vector<ShardRpc*> to_start;
   {
     std::lock_guard<std::mutex> l(st.mu);
+    size_t n_chunks = 0;
+    for (int s = 0; s < n_shards; ++s) {
+      const size_t rows = start[s + 1] - start[s];
+      n_chunks += (rows + options.max_rows_per_rpc - 1) / options.max_rows_per_rpc;
+    }
+    // Sized before any RPC starts: decoders hold pointers to their chunk.
+    ly.chunks.resize(n_chunks);
+    size_t next_chunk = 0;
     for (int s = 0; s < n_shards; ++s) {
       for (size_t b = start[s]; b < start[s + 1]; b += options.max_rows_per_rpc) {
         const size_t e = std::min<size_t>(start[s + 1], b + options.max_rows_per_rpc);
@@ -263,19 +316,16 @@ void EngramClient::Impl::SendLayer(StepState& st, int layer) {
         grpc::Slice slice = wire::EncodeLookupRequest(shard_map.table, version,
                                                       std::span(&req, 1));
         grpc::ByteBuffer buffer(&slice, 1);
-        std::span<uint8_t> dst(ly.arena.data() + b * rb, (e - b) * rb);
+        StepState::Chunk* chunk = &ly.chunks[next_chunk++];
+        chunk->begin = b;
+        chunk->count = e - b;
+        const uint8_t** dst = ly.fetched_src.data() + b;
         StepState* stp = &st;
         const uint64_t want = version;
         auto rpc = std::make_unique<ShardRpc>(
             channels.get(), &counters, &latency, s, std::move(buffer),
-            [dst, want](const grpc::ByteBuffer& resp) -> absl::Status {
-              absl::StatusOr<uint64_t> v = wire::DecodeLookupResponse(resp, dst);
-              if (!v.ok()) return v.status();
-              if (*v != want) {
-                return absl::InternalError(absl::StrCat(
-                    "answered with table version ", *v, ", asked for ", want));
-              }
-              return absl::OkStatus();
+            [chunk, dst, rb, want](const grpc::ByteBuffer& resp) -> absl::Status {
+              return DecodeChunk(resp, rb, want, chunk, dst);
             },
             [stp, layer](const absl::Status& status) { stp->OnRpcDone(layer, status); },
             [stp] { stp->OnRpcQuiet(); });
@@ -285,7 +335,7 @@ void EngramClient::Impl::SendLayer(StepState& st, int layer) {
         st.rpcs.push_back(std::move(rpc));
       }
     }
-    // From here a waiter may trust `pending`: the layer's arena is sized and
+    // From here a waiter may trust `pending`: the layer's chunks are sized and
     // every RPC that will write it is counted.
     ly.sent = true;
     st.cv.notify_all();
@@ -344,10 +394,9 @@ absl::StatusOr<Step> EngramClient::Impl::FetchRows(
 std::vector<const uint8_t*> EngramClient::Impl::UniqueRowSources(Step& step,
                                                                 int layer) {
   StepState::Layer& ly = step.state_->layers[layer];
-  const size_t rb = static_cast<size_t>(manifest.layers[layer].row_bytes);
   std::vector<const uint8_t*> out(ly.unique_rows.size());
   for (size_t k = 0; k < out.size(); ++k) {
-    out[k] = ly.arena.data() + static_cast<size_t>(ly.unique_pos[k]) * rb;
+    out[k] = ly.fetched_src[ly.unique_pos[k]];
   }
   return out;
 }
@@ -443,14 +492,13 @@ absl::StatusOr<Step> EngramClient::Prefetch(const StepInput& in) {
 // Fills the layer's per-id source pointers once its rows are in.
 void EngramClient::Impl::Resolve(StepState& st, int layer) {
   StepState::Layer& ly = st.layers[layer];
-  const size_t rb = static_cast<size_t>(manifest.layers[layer].row_bytes);
   ly.src.resize(ly.id_unique.size());
   for (size_t i = 0; i < ly.id_unique.size(); ++i) {
     const uint32_t k = ly.id_unique[i];
     const uint32_t pos = ly.unique_pos[k];
     ly.src[i] = pos == kLocal
                     ? local_cache->Find(static_cast<uint32_t>(layer), ly.unique_rows[k])
-                    : ly.arena.data() + static_cast<size_t>(pos) * rb;
+                    : ly.fetched_src[pos];
   }
   ly.resolved = true;
 }

@@ -17,20 +17,38 @@
 #include "client/engram_hash.h"
 #include "client/shard_channels.h"
 #include "common/key_index.h"
+#include "service/wire.h"
 
 namespace engram {
 
 struct StepState {
+  // The response of one RPC (rows [begin, begin + count) of the layer's
+  // grouped order), held so its rows can be read in place until the step
+  // is released. A row that straddles two response slices is copied whole
+  // into `straddle` (at most one row per slice boundary).
+  struct Chunk {
+    size_t begin = 0;
+    size_t count = 0;
+    wire::ResponseRows rows;
+    std::vector<uint8_t> straddle;
+    void Clear() {
+      rows.slices.clear();  // gives gRPC its buffers back
+      rows.spans.clear();
+    }
+  };
+
   // Per layer: de-duplicated rows, grouped by shard, and where each of the
   // layer's ids finds its bytes.
   struct Layer {
     KeySlotIndex seen;                  // row -> unique index
     std::vector<uint64_t> unique_rows;  // in first-seen order
-    std::vector<uint32_t> unique_pos;   // unique index -> arena slot or local
+    std::vector<uint32_t> unique_pos;   // unique index -> grouped slot or local
     std::vector<uint64_t> grouped;      // fetched rows, grouped by shard
     std::vector<uint32_t> id_unique;    // id (b,t,c) -> unique index
     std::vector<const uint8_t*> src;    // id (b,t,c) -> row bytes
-    std::vector<uint8_t> arena;         // fetched rows' bytes, grouped order
+    // Grouped slot -> the row's bytes, in place in its RPC's response.
+    std::vector<const uint8_t*> fetched_src;
+    std::vector<Chunk> chunks;          // one per RPC of the layer
     bool sent = false;                  // every RPC of the layer is counted
     int pending = 0;                    // RPCs not finished
     absl::Status status;                // first failure
