@@ -41,44 +41,51 @@ absl::StatusOr<ShardMap> ShardMapFor(const TableManifest& manifest,
   return map;
 }
 
-// Decodes the response of `chunk`'s RPC in place: dst[j] receives the
-// address of row j's bytes (rb each) inside the response, or inside
+// Decodes the response of `chunk`'s RPC in place: for each piece, dst[j]
+// receives the address of row j's bytes inside the response, or inside
 // chunk->straddle for a row split across two of its slices.
-absl::Status DecodeChunk(const grpc::ByteBuffer& resp, size_t rb, uint64_t want,
-                         StepState::Chunk* chunk, const uint8_t** dst) {
-  absl::StatusOr<uint64_t> v =
-      wire::LocateLookupResponseRows(resp, chunk->count * rb, &chunk->rows);
+absl::Status DecodeChunk(const grpc::ByteBuffer& resp, uint64_t want,
+                         StepState::Chunk* chunk) {
+  size_t total = 0, max_rb = 0;
+  for (const StepState::Chunk::Piece& piece : chunk->pieces) {
+    total += piece.count * piece.row_bytes;
+    max_rb = std::max(max_rb, piece.row_bytes);
+  }
+  absl::StatusOr<uint64_t> v = wire::LocateLookupResponseRows(resp, total, &chunk->rows);
   if (!v.ok()) return v.status();
   if (*v != want) {
     return absl::InternalError(
         absl::StrCat("answered with table version ", *v, ", asked for ", want));
   }
   const std::vector<std::span<const uint8_t>>& spans = chunk->rows.spans;
-  chunk->straddle.resize(spans.size() * rb);  // never grows while in use below
+  chunk->straddle.resize(spans.size() * max_rb);  // never grows while in use below
   uint8_t* straddle = chunk->straddle.data();
   size_t span = 0, at = 0;  // position in spans
-  for (size_t j = 0; j < chunk->count; ++j) {
-    while (at == spans[span].size()) {
-      ++span;
-      at = 0;
-    }
-    if (spans[span].size() - at >= rb) {
-      dst[j] = spans[span].data() + at;
-      at += rb;
-      continue;
-    }
-    dst[j] = straddle;
-    for (size_t need = rb; need > 0;) {
-      if (at == spans[span].size()) {
+  for (const StepState::Chunk::Piece& piece : chunk->pieces) {
+    const size_t rb = piece.row_bytes;
+    for (size_t j = 0; j < piece.count; ++j) {
+      while (at == spans[span].size()) {
         ++span;
         at = 0;
       }
-      const size_t take = std::min(need, spans[span].size() - at);
-      std::memcpy(straddle + (rb - need), spans[span].data() + at, take);
-      at += take;
-      need -= take;
+      if (spans[span].size() - at >= rb) {
+        piece.dst[j] = spans[span].data() + at;
+        at += rb;
+        continue;
+      }
+      piece.dst[j] = straddle;
+      for (size_t need = rb; need > 0;) {
+        if (at == spans[span].size()) {
+          ++span;
+          at = 0;
+        }
+        const size_t take = std::min(need, spans[span].size() - at);
+        std::memcpy(straddle + (rb - need), spans[span].data() + at, take);
+        at += take;
+        need -= take;
+      }
+      straddle += rb;
     }
-    straddle += rb;
   }
   return absl::OkStatus();
 }
@@ -100,9 +107,8 @@ std::unique_ptr<StepState> EngramClient::Impl::TakeState() {
 
 void EngramClient::Impl::ReturnState(std::unique_ptr<StepState> s) {
   s->rpcs.clear();
-  for (StepState::Layer& ly : s->layers) {
-    for (StepState::Chunk& chunk : ly.chunks) chunk.Clear();
-  }
+  for (size_t i = 0; i < s->chunks_used; ++i) s->chunks[i]->Clear();
+  s->chunks_used = 0;
   std::lock_guard<std::mutex> l(pool_mu);
   if (pool.size() < 64) pool.push_back(std::move(s));
 }
@@ -261,12 +267,12 @@ void EngramClient::Impl::Dedup(StepState& st, int layer) {
   }
 }
 
-void EngramClient::Impl::SendLayer(StepState& st, int layer) {
+void EngramClient::Impl::GroupLayer(StepState& st, int layer) {
   StepState::Layer& ly = st.layers[layer];
   const size_t u = ly.unique_rows.size();
-  const size_t rb = static_cast<size_t>(manifest.layers[layer].row_bytes);
   // Count rows per shard (local-cache rows are not fetched).
-  std::vector<uint32_t> start(static_cast<size_t>(n_shards) + 1, 0);
+  std::vector<uint32_t>& start = ly.shard_start;
+  start.assign(static_cast<size_t>(n_shards) + 1, 0);
   ly.unique_pos.resize(u);
   const FastModulo shard_of(static_cast<uint64_t>(n_shards));
   uint64_t local = 0;
@@ -294,50 +300,68 @@ void EngramClient::Impl::SendLayer(StepState& st, int layer) {
   }
   local_hits.fetch_add(local, std::memory_order_relaxed);
   rows_fetched.fetch_add(fetched, std::memory_order_relaxed);
+}
 
-  // One RPC per (shard, chunk of max_rows_per_rpc).
+void EngramClient::Impl::SendLayers(StepState& st, int first, int last) {
+  for (int l = first; l <= last; ++l) GroupLayer(st, l);
+  // Per shard, one RPC for the rows of all these layers, cut into several
+  // when over max_rows_per_rpc.
   const RpcPolicy policy = Policy();
   std::vector<ShardRpc*> to_start;
+  std::vector<wire::LayerRowIds> request;
   {
     std::lock_guard<std::mutex> l(st.mu);
-    size_t n_chunks = 0;
     for (int s = 0; s < n_shards; ++s) {
-      const size_t rows = start[s + 1] - start[s];
-      n_chunks += (rows + options.max_rows_per_rpc - 1) / options.max_rows_per_rpc;
-    }
-    // Sized before any RPC starts: decoders hold pointers to their chunk.
-    ly.chunks.resize(n_chunks);
-    size_t next_chunk = 0;
-    for (int s = 0; s < n_shards; ++s) {
-      for (size_t b = start[s]; b < start[s + 1]; b += options.max_rows_per_rpc) {
-        const size_t e = std::min<size_t>(start[s + 1], b + options.max_rows_per_rpc);
-        wire::LayerRowIds req{static_cast<uint32_t>(layer),
-                              std::span<const uint64_t>(ly.grouped.data() + b, e - b)};
-        grpc::Slice slice = wire::EncodeLookupRequest(shard_map.table, version,
-                                                      std::span(&req, 1));
+      int layer = first;
+      size_t at = st.layers[first].shard_start[s];
+      while (true) {
+        // The next chunk: pieces of consecutive layers, up to the limit.
+        if (st.chunks_used == st.chunks.size()) {
+          st.chunks.push_back(std::make_unique<StepState::Chunk>());
+        }
+        StepState::Chunk* chunk = st.chunks[st.chunks_used].get();
+        chunk->pieces.clear();
+        request.clear();
+        size_t rows = 0;
+        while (layer <= last && rows < options.max_rows_per_rpc) {
+          StepState::Layer& ly = st.layers[layer];
+          const size_t end = ly.shard_start[s + 1];
+          if (at < end) {
+            const size_t n = std::min<size_t>(end - at, options.max_rows_per_rpc - rows);
+            chunk->pieces.push_back(
+                {layer, at, n, static_cast<size_t>(manifest.layers[layer].row_bytes),
+                 ly.fetched_src.data() + at});
+            request.push_back({static_cast<uint32_t>(layer),
+                               std::span<const uint64_t>(ly.grouped.data() + at, n)});
+            rows += n;
+            at += n;
+          }
+          if (at == end && ++layer <= last) at = st.layers[layer].shard_start[s];
+        }
+        if (chunk->pieces.empty()) break;
+        ++st.chunks_used;
+        for (const StepState::Chunk::Piece& piece : chunk->pieces) {
+          ++st.layers[piece.layer].pending;
+        }
+        grpc::Slice slice = wire::EncodeLookupRequest(shard_map.table, version, request);
         grpc::ByteBuffer buffer(&slice, 1);
-        StepState::Chunk* chunk = &ly.chunks[next_chunk++];
-        chunk->begin = b;
-        chunk->count = e - b;
-        const uint8_t** dst = ly.fetched_src.data() + b;
         StepState* stp = &st;
         const uint64_t want = version;
         auto rpc = std::make_unique<ShardRpc>(
             channels.get(), &counters, &latency, s, std::move(buffer),
-            [chunk, dst, rb, want](const grpc::ByteBuffer& resp) -> absl::Status {
-              return DecodeChunk(resp, rb, want, chunk, dst);
+            [chunk, want](const grpc::ByteBuffer& resp) {
+              return DecodeChunk(resp, want, chunk);
             },
-            [stp, layer](const absl::Status& status) { stp->OnRpcDone(layer, status); },
+            [stp, chunk](const absl::Status& status) { stp->OnRpcDone(*chunk, status); },
             [stp] { stp->OnRpcQuiet(); });
-        ++ly.pending;
         ++st.not_quiet;
         to_start.push_back(rpc.get());
         st.rpcs.push_back(std::move(rpc));
       }
     }
-    // From here a waiter may trust `pending`: the layer's chunks are sized and
-    // every RPC that will write it is counted.
-    ly.sent = true;
+    // From here a waiter may trust `pending`: every RPC that will deliver
+    // these layers' rows is counted.
+    for (int k = first; k <= last; ++k) st.layers[k].sent = true;
     st.cv.notify_all();
   }
   // Spread first attempts over replicas, so replicas share the load.
@@ -360,8 +384,9 @@ void EngramClient::Impl::Advance(StepState& st, int wanted) {
                                    st.layers[st.next_to_send - 1].pending == 0);
       if (st.next_to_send > wanted && !previous_in) return;
       layer = st.next_to_send++;  // claimed: no other thread sends it
+      if (!options.pipeline_layers) st.next_to_send = n_layers;  // all of them
     }
-    SendLayer(st, layer);
+    SendLayers(st, layer, options.pipeline_layers ? layer : n_layers - 1);
   }
 }
 
@@ -386,7 +411,7 @@ absl::StatusOr<Step> EngramClient::Impl::FetchRows(
   st->releasing = false;
   st->next_to_send = n_layers;  // sent right here, all at once
   std::unique_ptr<LocalCache> no_cache = std::move(local_cache);
-  for (int l = 0; l < n_layers; ++l) SendLayer(*st, l);
+  SendLayers(*st, 0, n_layers - 1);
   local_cache = std::move(no_cache);
   return Step(this, std::move(st));
 }

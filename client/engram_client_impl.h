@@ -44,7 +44,11 @@ struct EngramClient::Impl {
   std::unique_ptr<StepState> TakeState();
   void ReturnState(std::unique_ptr<StepState> s);
   void Dedup(StepState& st, int layer);
-  void SendLayer(StepState& st, int layer);
+  // Groups the layer's unique rows by shard (local-cache rows aside).
+  void GroupLayer(StepState& st, int layer);
+  // Sends layers [first, last]: one Lookup per shard carrying all of them
+  // (several when over max_rows_per_rpc).
+  void SendLayers(StepState& st, int first, int last);
   // Sends the step's next layers in order: each once the one before it has
   // arrived (options.pipeline_layers), and every layer up to `wanted` now.
   void Advance(StepState& st, int wanted);

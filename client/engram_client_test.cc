@@ -202,6 +202,33 @@ TEST_P(ClientTest, RowsEqualTheTableFile) {
 // The small table: ~7,700 rows of 66 bytes per layer, ~0.34 MB per shard.
 INSTANTIATE_TEST_SUITE_P(HotTier, ClientTest, ::testing::Values(0, 34 << 10, 64 << 20));
 
+// Without pipelining every layer of a step goes in one Lookup per shard;
+// a small max_rows_per_rpc cuts those requests, also across layer
+// boundaries. The rows stay those of the table file either way.
+TEST(Client, MultiLayerRequestsCutAtTheRowLimitKeepEveryRow) {
+  Deployment d = StartDeployment(34 << 10);
+  for (const auto& [pipeline, limit] :
+       std::vector<std::pair<bool, uint32_t>>{{false, 16384}, {false, 37}, {true, 37}}) {
+    ClientOptions o = BaseOptions(d.addrs);
+    o.pipeline_layers = pipeline;
+    o.max_rows_per_rpc = limit;
+    auto client = EngramClient::Create(o);
+    ASSERT_TRUE(client.ok()) << client.status();
+    RunGeneration(**client, 3, 30, 4, 11);
+    const ClientStats st = (*client)->stats();
+    EXPECT_EQ(st.failed_rpcs, 0u);
+    EXPECT_EQ(st.rows_fetched, st.unique_rows);
+    const uint64_t layers = static_cast<uint64_t>((*client)->n_layers());
+    const uint64_t shards = static_cast<uint64_t>((*client)->n_shards());
+    if (!pipeline && limit == 16384) {
+      EXPECT_EQ(st.rpcs, st.steps * shards) << "one RPC per shard per step";
+    } else {
+      EXPECT_GE(st.rpcs, (st.rows_fetched + limit - 1) / limit);
+      EXPECT_GT(st.rpcs, st.steps * shards * (pipeline ? layers : 1));
+    }
+  }
+}
+
 TEST(Client, FailsOverToTheNextReplicaWithNoWrongRow) {
   Deployment d = StartDeployment(0, /*replicas=*/2);
   auto client = EngramClient::Create(BaseOptions(d.addrs));

@@ -22,16 +22,24 @@
 namespace engram {
 
 struct StepState {
-  // The response of one RPC (rows [begin, begin + count) of the layer's
-  // grouped order), held so its rows can be read in place until the step
-  // is released. A row that straddles two response slices is copied whole
-  // into `straddle` (at most one row per slice boundary).
+  // One RPC of the step: the rows it asked for, as pieces of its layers'
+  // grouped order (one piece per layer, in request order), and its
+  // response, held so the rows can be read in place until the step is
+  // released. A row that straddles two response slices is copied whole into
+  // `straddle` (at most one row per slice boundary).
   struct Chunk {
-    size_t begin = 0;
-    size_t count = 0;
+    struct Piece {
+      int layer = 0;
+      size_t begin = 0;  // into the layer's grouped rows
+      size_t count = 0;
+      size_t row_bytes = 0;
+      const uint8_t** dst = nullptr;  // the layer's fetched_src + begin
+    };
+    std::vector<Piece> pieces;
     wire::ResponseRows rows;
     std::vector<uint8_t> straddle;
     void Clear() {
+      pieces.clear();
       rows.slices.clear();  // gives gRPC its buffers back
       rows.spans.clear();
     }
@@ -48,7 +56,7 @@ struct StepState {
     std::vector<const uint8_t*> src;    // id (b,t,c) -> row bytes
     // Grouped slot -> the row's bytes, in place in its RPC's response.
     std::vector<const uint8_t*> fetched_src;
-    std::vector<Chunk> chunks;          // one per RPC of the layer
+    std::vector<uint32_t> shard_start;  // grouped rows of shard s start here
     bool sent = false;                  // every RPC of the layer is counted
     int pending = 0;                    // RPCs not finished
     absl::Status status;                // first failure
@@ -63,6 +71,10 @@ struct StepState {
   std::vector<RowId> ids;  // [B][T][L][C]
   std::vector<Layer> layers;
   std::vector<std::unique_ptr<ShardRpc>> rpcs;
+  // chunks[0, chunks_used) are this step's RPCs'; the rest are kept for
+  // reuse. Chunks never move: each RPC's decoder holds a pointer to its own.
+  std::vector<std::unique_ptr<Chunk>> chunks;
+  size_t chunks_used = 0;
   std::vector<absl::Duration> rpc_latency_by_shard;  // scratch for stats
 
   std::mutex mu;
@@ -74,14 +86,19 @@ struct StepState {
   std::function<void(StepState&, int)> advance;
 
   // Called by an RPC before it goes quiet, so the step is still alive.
-  void OnRpcDone(int layer, const absl::Status& s) {
-    bool layer_done;
+  void OnRpcDone(const Chunk& chunk, const absl::Status& s) {
+    bool layer_done = false;
     {
       std::lock_guard<std::mutex> l(mu);
-      Layer& ly = layers[layer];
-      if (!s.ok() && ly.status.ok()) ly.status = s;
-      layer_done = --ly.pending == 0;
-      if (layer_done) ly.arrived = absl::Now();
+      const absl::Time now = absl::Now();
+      for (const Chunk::Piece& piece : chunk.pieces) {
+        Layer& ly = layers[piece.layer];
+        if (!s.ok() && ly.status.ok()) ly.status = s;
+        if (--ly.pending == 0) {
+          ly.arrived = now;
+          layer_done = true;
+        }
+      }
       cv.notify_all();
     }
     if (layer_done) advance(*this, -1);
