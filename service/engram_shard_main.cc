@@ -40,6 +40,8 @@ ABSL_FLAG(std::string, hot_profile, "",
           "hot-row profile (default: DB/hot_profile.bin when present)");
 ABSL_FLAG(int32_t, threads, 4, "max threads for gRPC's synchronous services");
 ABSL_FLAG(int32_t, reader_threads, 32, "RocksDB reader threads");
+ABSL_FLAG(int32_t, gather_threads, 1,
+          "helper threads copying shares of a large request's hot rows (0 = none)");
 ABSL_FLAG(bool, direct_io, false, "read SST files with O_DIRECT");
 ABSL_FLAG(uint32_t, max_rows_per_request, 65536,
           "Lookups with more row ids fail with RESOURCE_EXHAUSTED");
@@ -88,6 +90,7 @@ int main(int argc, char** argv) {
   options.hot_profile_path = absl::GetFlag(FLAGS_hot_profile);
   options.threads = absl::GetFlag(FLAGS_threads);
   options.reader_threads = absl::GetFlag(FLAGS_reader_threads);
+  options.gather_threads = absl::GetFlag(FLAGS_gather_threads);
   options.direct_io = absl::GetFlag(FLAGS_direct_io);
   options.max_rows_per_request = absl::GetFlag(FLAGS_max_rows_per_request);
 

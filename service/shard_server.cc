@@ -60,6 +60,10 @@ absl::Status ShardServerOptions::Validate() const {
     return absl::InvalidArgumentError(absl::StrCat(
         "reader threads = ", options.reader_threads, " is not in 1..1024"));
   }
+  if (options.gather_threads < 0 || options.gather_threads > 64) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gather threads = ", options.gather_threads, " is not in 0..64"));
+  }
   if (options.max_rows_per_request < 1 ||
       options.max_rows_per_request > (1u << 24)) {
     return absl::InvalidArgumentError(
@@ -120,7 +124,7 @@ absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::Start(
   }
   server->service_ = std::make_unique<StoreService>(
       *server->store_, *server->hot_tier_, *server->metrics_,
-      options.max_rows_per_request);
+      options.max_rows_per_request, options.gather_threads);
   if (absl::Status s = server->StartGrpc(options); !s.ok()) return s;
   return server;
 }

@@ -73,6 +73,10 @@ struct ShardServerOptions {
   bool direct_io = false;
   // Threads issuing RocksDB MultiGets for hot-tier misses.
   int reader_threads = 32;
+  // Helper threads that copy shares of a large request's hot rows while the
+  // gRPC thread copies its own share (requests of 4,096 rows or more;
+  // service/gather_pool.h). 0 = the gRPC thread copies every row itself.
+  int gather_threads = 1;
   // Lookups with more row ids fail with RESOURCE_EXHAUSTED.
   uint32_t max_rows_per_request = 65536;
 

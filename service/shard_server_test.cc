@@ -182,6 +182,26 @@ TEST_F(ShardServerTest, ServesExactBytesAtEveryBudget) {
   }
 }
 
+// Requests large enough to be gathered in shares (GatherPool) by 0 to 3
+// helpers, over hot, cached and disk rows: the bytes are the table's.
+TEST_F(ShardServerTest, LargeRequestsGatheredInSharesAreExact) {
+  std::mt19937_64 rng(5);
+  for (int helpers : {0, 1, 3}) {
+    SCOPED_TRACE(absl::StrCat(helpers, " gather threads"));
+    ShardServerOptions options;
+    options.db_dir = ShardDir(1);
+    options.ram_budget_bytes = ShardBytes(1) / 10;
+    options.gather_threads = helpers;
+    auto server = Start(options);
+    ASSERT_NE(server, nullptr);
+    for (int round = 0; round < 3; ++round) {
+      std::vector<uint64_t> a = RandomOwnedIds(*map_, 0, 1, 7000, rng);
+      std::vector<uint64_t> b = RandomOwnedIds(*map_, 1, 1, 5001, rng);
+      ExpectLookup(server->port(), {0, 1, 0}, {a, b, {a.begin(), a.begin() + 3000}});
+    }
+  }
+}
+
 TEST_F(ShardServerTest, InfoDescribesTheShard) {
   auto server = Start(1, ShardBytes(1));
   ASSERT_NE(server, nullptr);

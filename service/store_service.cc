@@ -1,5 +1,6 @@
 #include "service/store_service.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -17,6 +18,10 @@ namespace {
 constexpr size_t kMaxPooledCalls = 64;
 constexpr size_t kMaxPooledIds = size_t{1} << 17;
 
+// A request's gather is split over the GatherPool in shares of at least
+// this many rows (smaller ones are not worth a thread hand-off).
+constexpr size_t kMinGatherShareRows = 2048;
+
 grpc::Status ToGrpc(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
   // absl and gRPC share the canonical code numbering.
@@ -26,10 +31,18 @@ grpc::Status ToGrpc(const absl::Status& status) {
 
 }  // namespace
 
+// One share of a request's gather (GatherPool part).
+struct GatherShare {
+  std::vector<RowRef> misses;
+  std::vector<uint32_t> miss_index;  // LookupBatch's, for one layer range
+  std::vector<TierCounts> tiers;     // per query.layers entry
+};
+
 struct StoreService::Call {
   wire::LookupQuery query;
   std::vector<RowRef> misses;     // rows to read, pointing into `response`
-  std::vector<uint32_t> miss_index;  // scratch of Gather: a layer's misses
+  std::vector<GatherShare> shares;
+  std::vector<uint8_t*> range_dst;  // per query.layers entry, into `response`
   std::vector<TierCounts> tiers;  // per query.layers entry
   grpc::Slice response;           // the whole serialized LookupResponse
   grpc::ServerUnaryReactor* reactor = nullptr;
@@ -39,13 +52,15 @@ struct StoreService::Call {
 };
 
 StoreService::StoreService(RowStore& store, HotTier& hot_tier,
-                           ShardMetrics& metrics, uint32_t max_rows_per_request)
+                           ShardMetrics& metrics, uint32_t max_rows_per_request,
+                           int gather_threads)
     : store_(store),
       hot_tier_(hot_tier),
       metrics_(metrics),
       map_(store.shard_map()),
       shard_index_(store.shard_index()),
-      max_rows_per_request_(max_rows_per_request) {}
+      max_rows_per_request_(max_rows_per_request),
+      gather_pool_(gather_threads) {}
 
 StoreService::~StoreService() = default;
 
@@ -160,9 +175,10 @@ grpc::ServerUnaryReactor* StoreService::Lookup(
 
 void StoreService::Gather(Call& call) {
   const wire::LookupQuery& query = call.query;
-  size_t rows_bytes = 0;
+  size_t rows_bytes = 0, total = 0;
   for (const wire::LayerRange& range : query.layers) {
     rows_bytes += range.count * map_.row_bytes[range.layer];
+    total += range.count;
   }
   uint8_t* dst = nullptr;
   const size_t size = wire::LookupResponseSize(map_.version, rows_bytes);
@@ -173,23 +189,52 @@ void StoreService::Gather(Call& call) {
   } else {
     call.response = wire::NewLookupResponse(map_.version, rows_bytes, &dst);
   }
+  call.range_dst.clear();
+  for (const wire::LayerRange& range : query.layers) {
+    call.range_dst.push_back(dst);
+    dst += range.count * map_.row_bytes[range.layer];
+  }
+  const size_t parts = std::clamp<size_t>(total / kMinGatherShareRows, 1,
+                                          1 + static_cast<size_t>(gather_pool_.helpers()));
+  if (call.shares.size() < parts) call.shares.resize(parts);
+  gather_pool_.Run(static_cast<int>(parts), [&](int part) {
+    GatherRange(call, total * part / parts, total * (part + 1) / parts, call.shares[part]);
+  });
   call.misses.clear();
   call.tiers.assign(query.layers.size(), TierCounts{});
-  for (size_t i = 0; i < query.layers.size(); ++i) {
-    const wire::LayerRange& range = query.layers[i];
-    const uint32_t row_bytes = map_.row_bytes[range.layer];
-    const std::span<const uint64_t> rows(query.ids.data() + range.begin, range.count);
-    call.miss_index.clear();
-    const HotBatchResult hot =
-        hot_tier_.LookupBatch(range.layer, rows, dst, &call.miss_index);
-    TierCounts& tiers = call.tiers[i];
-    tiers.pinned = hot.pinned;
-    tiers.cached = hot.cached;
-    tiers.disk = call.miss_index.size();
-    for (uint32_t k : call.miss_index) {
-      call.misses.push_back(RowRef{range.layer, rows[k], dst + size_t{k} * row_bytes});
+  for (size_t p = 0; p < parts; ++p) {
+    const GatherShare& share = call.shares[p];
+    call.misses.insert(call.misses.end(), share.misses.begin(), share.misses.end());
+    for (size_t i = 0; i < query.layers.size(); ++i) {
+      call.tiers[i].pinned += share.tiers[i].pinned;
+      call.tiers[i].cached += share.tiers[i].cached;
+      call.tiers[i].disk += share.tiers[i].disk;
     }
-    dst += range.count * row_bytes;
+  }
+}
+
+// Ids [lo, hi) of the request, counted over its layer ranges in order.
+void StoreService::GatherRange(Call& call, size_t lo, size_t hi, GatherShare& share) {
+  const wire::LookupQuery& query = call.query;
+  share.misses.clear();
+  share.tiers.assign(query.layers.size(), TierCounts{});
+  size_t first = 0;  // of the current range, in [0, total)
+  for (size_t i = 0; i < query.layers.size(); first += query.layers[i].count, ++i) {
+    const wire::LayerRange& range = query.layers[i];
+    const size_t from = std::max(lo, first), to = std::min(hi, first + range.count);
+    if (from >= to) continue;
+    const uint32_t row_bytes = map_.row_bytes[range.layer];
+    const std::span<const uint64_t> rows(query.ids.data() + range.begin + (from - first),
+                                         to - from);
+    uint8_t* dst = call.range_dst[i] + (from - first) * row_bytes;
+    share.miss_index.clear();
+    const HotBatchResult hot = hot_tier_.LookupBatch(range.layer, rows, dst, &share.miss_index);
+    share.tiers[i].pinned += hot.pinned;
+    share.tiers[i].cached += hot.cached;
+    share.tiers[i].disk += share.miss_index.size();
+    for (uint32_t k : share.miss_index) {
+      share.misses.push_back(RowRef{range.layer, rows[k], dst + size_t{k} * row_bytes});
+    }
   }
 }
 

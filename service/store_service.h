@@ -27,6 +27,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "engram/v1/engram_store.grpc.pb.h"
+#include "service/gather_pool.h"
 #include "service/response_pool.h"
 #include "service/shard_metrics.h"
 #include "service/wire.h"
@@ -35,13 +36,16 @@
 
 namespace engram {
 
+struct GatherShare;  // one part of a request's gather
+
 class StoreService final
     : public v1::EngramStore::WithRawCallbackMethod_Lookup<
           v1::EngramStore::WithCallbackMethod_Info<v1::EngramStore::Service>> {
  public:
   // REQUIRES: store, hot_tier and metrics outlive the service.
+  // `gather_threads`: GatherPool helpers for large requests' hot rows.
   StoreService(RowStore& store, HotTier& hot_tier, ShardMetrics& metrics,
-               uint32_t max_rows_per_request);
+               uint32_t max_rows_per_request, int gather_threads);
   ~StoreService() override;
 
   grpc::ServerUnaryReactor* Lookup(grpc::CallbackServerContext* context,
@@ -60,8 +64,10 @@ class StoreService final
 
   std::unique_ptr<Call> NewCall();
   void RecycleCall(std::unique_ptr<Call> call);
-  // Copies hot rows into the call's response and lists the misses.
+  // Copies hot rows into the call's response and lists the misses (large
+  // requests in shares over gather_pool_).
   void Gather(Call& call);
+  void GatherRange(Call& call, size_t lo, size_t hi, GatherShare& share);
   // Sends the response (status OK) or `status`; recycles the call.
   void Finish(std::unique_ptr<Call> call, const absl::Status& status);
 
@@ -73,6 +79,7 @@ class StoreService final
   const uint32_t max_rows_per_request_;
 
   ResponseBufferPool responses_;
+  GatherPool gather_pool_;
   absl::Mutex pool_mutex_;
   std::vector<std::unique_ptr<Call>> pool_ ABSL_GUARDED_BY(pool_mutex_);
 };
