@@ -164,8 +164,8 @@ Phase StepPhase(std::string config, std::string path,
   auto next_step = std::make_shared<uint64_t>(0);
   p.run = [fetchers = std::move(fetchers), next_step, &w](const LoopLimits& l) {
     return RunLoop(l, fetchers, w.steps.n_steps(), next_step.get(),
-                   [&w](size_t step, std::span<const uint8_t> rows) {
-                     return CheckStepRows(w.steps, step, w.rows, rows);
+                   [&w](size_t step, RowPieces rows) {
+                     return CheckStepRows(w.steps, step, w.rows, JoinPieces(rows));
                    });
   };
   return p;
@@ -186,12 +186,13 @@ FetchStep GrpcFetcher(int port, const Workload& w) {
 
 FetchStep TcpFetcher(std::shared_ptr<TcpRowClient> client, const Workload& w) {
   auto rows = std::make_shared<std::vector<uint8_t>>(w.rows_bytes);
+  auto piece = std::make_shared<std::span<const uint8_t>>(*rows);
   std::vector<std::span<const uint64_t>> layers(w.steps.n_layers());
-  return [client, rows, layers, &w](size_t step) mutable
-         -> absl::StatusOr<std::span<const uint8_t>> {
+  return [client, rows, piece, layers, &w](size_t step) mutable
+         -> absl::StatusOr<RowPieces> {
     for (int l = 0; l < w.steps.n_layers(); ++l) layers[l] = w.steps.Layer(step, l);
     if (absl::Status s = client->Exchange(layers, *rows); !s.ok()) return s;
-    return std::span<const uint8_t>(*rows);
+    return RowPieces(piece.get(), 1);
   };
 }
 

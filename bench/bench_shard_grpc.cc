@@ -134,7 +134,7 @@ RawLookupClient::~RawLookupClient() {
   }
 }
 
-absl::StatusOr<std::span<const uint8_t>> RawLookupClient::Lookup(
+absl::StatusOr<RowPieces> RawLookupClient::Lookup(
     std::span<const wire::LayerRowIds> layers, size_t rows_bytes) {
   grpc::Slice slice = wire::EncodeLookupRequest("", 0, layers);
   grpc::ByteBuffer request(&slice, 1);
@@ -152,13 +152,13 @@ absl::StatusOr<std::span<const uint8_t>> RawLookupClient::Lookup(
     return absl::InternalError("Lookup: the completion queue failed");
   }
   if (!status.ok()) return FromGrpc(status);
-  rows_.resize(rows_bytes);
-  absl::StatusOr<uint64_t> version = wire::DecodeLookupResponse(response, rows_);
+  absl::StatusOr<uint64_t> version =
+      wire::LocateLookupResponseRows(response, rows_bytes, &rows_);
   if (!version.ok()) return version.status();
-  return std::span<const uint8_t>(rows_);
+  return RowPieces(rows_.spans);
 }
 
-absl::StatusOr<std::span<const uint8_t>> ProtoLookupClient::Lookup(
+absl::StatusOr<RowPieces> ProtoLookupClient::Lookup(
     std::span<const wire::LayerRowIds> layers, size_t rows_bytes) {
   v1::LookupRequest request;
   for (const wire::LayerRowIds& layer : layers) {
@@ -175,8 +175,9 @@ absl::StatusOr<std::span<const uint8_t>> ProtoLookupClient::Lookup(
                                             response_.rows().size(),
                                             " row bytes, expected ", rows_bytes));
   }
-  return std::span<const uint8_t>(
+  piece_ = std::span<const uint8_t>(
       reinterpret_cast<const uint8_t*>(response_.rows().data()), rows_bytes);
+  return RowPieces(&piece_, 1);
 }
 
 }  // namespace engram::bench

@@ -64,21 +64,22 @@ class ShardDaemon {
 std::shared_ptr<grpc::Channel> BenchChannel(int port);
 
 // Lookup with raw ByteBuffers over a GenericStub: EncodeLookupRequest, one
-// unary call driven on this thread's own completion queue, then
-// DecodeLookupResponse into one reused buffer. Not thread-safe.
+// unary call driven on this thread's own completion queue, then the rows
+// read in place from the reply's slices (LocateLookupResponseRows), as the
+// client library reads them. Not thread-safe.
 class RawLookupClient {
  public:
   explicit RawLookupClient(std::shared_ptr<grpc::Channel> channel);
   ~RawLookupClient();
 
   // The rows of `layers`, in request order; valid until the next call.
-  absl::StatusOr<std::span<const uint8_t>> Lookup(
-      std::span<const wire::LayerRowIds> layers, size_t rows_bytes);
+  absl::StatusOr<RowPieces> Lookup(std::span<const wire::LayerRowIds> layers,
+                                   size_t rows_bytes);
 
  private:
   grpc::GenericStub stub_;
   grpc::CompletionQueue cq_;
-  std::vector<uint8_t> rows_;
+  wire::ResponseRows rows_;
 };
 
 // Lookup through the generated stub: a LookupRequest message built per call
@@ -89,12 +90,13 @@ class ProtoLookupClient {
   explicit ProtoLookupClient(std::shared_ptr<grpc::Channel> channel)
       : stub_(v1::EngramStore::NewStub(std::move(channel))) {}
 
-  absl::StatusOr<std::span<const uint8_t>> Lookup(
-      std::span<const wire::LayerRowIds> layers, size_t rows_bytes);
+  absl::StatusOr<RowPieces> Lookup(std::span<const wire::LayerRowIds> layers,
+                                   size_t rows_bytes);
 
  private:
   std::unique_ptr<v1::EngramStore::Stub> stub_;
   v1::LookupResponse response_;
+  std::span<const uint8_t> piece_;
 };
 
 }  // namespace engram::bench

@@ -58,6 +58,12 @@ void LoopResult::Merge(const LoopResult& other) {
   latency_us.Merge(other.latency_us);
 }
 
+std::vector<uint8_t> JoinPieces(RowPieces pieces) {
+  std::vector<uint8_t> out;
+  for (std::span<const uint8_t> piece : pieces) out.insert(out.end(), piece.begin(), piece.end());
+  return out;
+}
+
 absl::StatusOr<LoopResult> RunLoop(const LoopLimits& limits,
                                    std::span<const FetchStep> fetchers,
                                    size_t n_steps, uint64_t* next_step,
@@ -66,7 +72,7 @@ absl::StatusOr<LoopResult> RunLoop(const LoopLimits& limits,
     Latencies latency_us;
     bool fetched = false;
     size_t last_step = 0;
-    std::span<const uint8_t> last_rows;
+    RowPieces last_rows;
     absl::Status status;
   };
   std::vector<ThreadState> states(fetchers.size());
@@ -89,7 +95,7 @@ absl::StatusOr<LoopResult> RunLoop(const LoopLimits& limits,
         if (i >= limits.max_requests) break;
         const size_t step = static_cast<size_t>((first + i) % n_steps);
         const absl::Time begin = absl::Now();
-        absl::StatusOr<std::span<const uint8_t>> rows = fetchers[t](step);
+        absl::StatusOr<RowPieces> rows = fetchers[t](step);
         const absl::Time end = absl::Now();
         if (!rows.ok()) {
           state.status = rows.status();

@@ -52,14 +52,18 @@ struct ServerCounters {
   ServerCounters& operator+=(const ServerCounters& o);
 };
 
+// Rows as pieces of contiguous bytes which, concatenated, are the rows in
+// request order: one piece for a fetcher that receives into one buffer,
+// several for one that reads a gRPC reply in place, slice by slice.
+using RowPieces = std::span<const std::span<const uint8_t>>;
+// The pieces concatenated (for checks, outside the timed loops).
+std::vector<uint8_t> JoinPieces(RowPieces pieces);
+
 // One client thread's way of fetching decode step `step`: the rows it
-// received, in request order, in storage the fetcher owns (valid until its
-// next call).
-using FetchStep =
-    std::function<absl::StatusOr<std::span<const uint8_t>>(size_t step)>;
+// received, in storage the fetcher owns (valid until its next call).
+using FetchStep = std::function<absl::StatusOr<RowPieces>(size_t step)>;
 // Checks the rows a fetcher returned for `step`.
-using CheckStep =
-    std::function<absl::Status(size_t step, std::span<const uint8_t> rows)>;
+using CheckStep = std::function<absl::Status(size_t step, RowPieces rows)>;
 
 struct LoopLimits {
   absl::Duration duration = absl::Seconds(5);

@@ -59,8 +59,8 @@ absl::StatusOr<std::vector<Measurement>> MeasureSystems(
     r.m.server_in_process = system->server_in_process();
     running.push_back(std::move(r));
   }
-  const CheckStep check = [&stream, &table](size_t step, std::span<const uint8_t> rows) {
-    return CheckRows(stream, step, table, rows);
+  const CheckStep check = [&stream, &table](size_t step, RowPieces rows) {
+    return CheckRows(stream, step, table, JoinPieces(rows));
   };
   auto loop = [&](Running& r, const LoopLimits& l, bool record) -> absl::Status {
     absl::StatusOr<SystemCounters> before = r.system->Counters();

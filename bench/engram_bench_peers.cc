@@ -116,7 +116,7 @@ class PeerFetch {
     }
   }
 
-  absl::StatusOr<std::span<const uint8_t>> Fetch(size_t step, const FetchConnection& fetch) {
+  absl::StatusOr<RowPieces> Fetch(size_t step, const FetchConnection& fetch) {
     uint8_t* dst = unique_rows_.data();
     for (size_t k = 0; k < layers_.size(); ++k) {
       connection_rows_[k] = dst;
@@ -131,7 +131,8 @@ class PeerFetch {
     });
     if (!s.ok()) return s;
     ScatterRows(stream_, step, layer_rows_, row_bytes_, out_.data());
-    return std::span<const uint8_t>(out_);
+    piece_ = std::span<const uint8_t>(out_);
+    return RowPieces(&piece_, 1);
   }
 
  private:
@@ -141,6 +142,7 @@ class PeerFetch {
   Fanout fanout_;
   std::vector<uint8_t> unique_rows_;
   std::vector<uint8_t> out_;
+  std::span<const uint8_t> piece_;
   std::vector<const uint8_t*> layer_rows_;  // [layer], into unique_rows_
   std::vector<uint8_t*> connection_rows_;   // [connection], into unique_rows_
 };
@@ -314,10 +316,12 @@ class RawGrpcSystem : public BenchSystem {
         for (const wire::LayerRowIds& r : request) n += r.row_ids.size();
         if (n == 0) return absl::OkStatus();
         rows->fetch_add(n, std::memory_order_relaxed);
-        absl::StatusOr<std::span<const uint8_t>> got = client.Lookup(request, n * rb);
+        absl::StatusOr<RowPieces> got = client.Lookup(request, n * rb);
         if (!got.ok()) return got.status();
-        std::memcpy(dst, got->data(), got->size());  // it decodes into its own buffer
-        dst += got->size();
+        for (std::span<const uint8_t> piece : *got) {  // out of the reply's slices
+          std::memcpy(dst, piece.data(), piece.size());
+          dst += piece.size();
+        }
         request.clear();
         return absl::OkStatus();
       };

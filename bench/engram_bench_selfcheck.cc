@@ -106,9 +106,9 @@ absl::Status CheckSystem(BenchSystem& system, const StepStream& stream, int conn
   if (!fetch.ok()) return fetch.status();
   for (int pass = 0; pass < 2; ++pass) {
     for (size_t step = 0; step < stream.n_steps(); ++step) {
-      absl::StatusOr<std::span<const uint8_t>> got = (*fetch)(step);
+      absl::StatusOr<RowPieces> got = (*fetch)(step);
       if (!got.ok()) return got.status();
-      if (absl::Status s = CheckRows(stream, step, rows, *got); !s.ok()) return s;
+      if (absl::Status s = CheckRows(stream, step, rows, JoinPieces(*got)); !s.ok()) return s;
       ++*batches;
     }
   }

@@ -80,7 +80,7 @@ class EngramFetcher {
     return absl::OkStatus();
   }
 
-  absl::StatusOr<std::span<const uint8_t>> Fetch(size_t step_index) {
+  absl::StatusOr<RowPieces> Fetch(size_t step_index) {
     std::fill(starts_.begin(), starts_.end(), stream_.start_position(step_index));
     StepInput in;
     in.sequences = pointers_;
@@ -93,11 +93,13 @@ class EngramFetcher {
       std::span<uint8_t> dst(out_.data() + static_cast<size_t>(l) * layer_bytes_, layer_bytes_);
       if (absl::Status s = step->Wait(l, RowFormat::kRaw, dst); !s.ok()) return s;
     }
-    return std::span<const uint8_t>(out_);
+    piece_ = std::span<const uint8_t>(out_);
+    return RowPieces(&piece_, 1);
   }
 
  private:
   std::shared_ptr<EngramClient> client_;
+  std::span<const uint8_t> piece_;
   const StepStream& stream_;
   std::vector<std::unique_ptr<Sequence>> sequences_;
   std::vector<Sequence*> pointers_;
@@ -189,13 +191,14 @@ class RocksDbSystem : public BenchSystem {
       std::vector<const uint8_t*> layer_rows;
       std::vector<uint8_t> unique_rows;
       std::vector<uint8_t> out;
+      std::span<const uint8_t> piece;
     };
     auto state = std::make_shared<State>();
     state->unique_rows.resize(stream.ids_per_step() * rb);
     state->out.resize(stream.ids_per_step() * rb);
     RowStore* store = store_.get();
     return FetchStep(
-        [state, store, &stream, rb](size_t step) -> absl::StatusOr<std::span<const uint8_t>> {
+        [state, store, &stream, rb](size_t step) -> absl::StatusOr<RowPieces> {
           state->refs.clear();
           state->layer_rows.clear();
           uint8_t* dst = state->unique_rows.data();
@@ -208,7 +211,8 @@ class RocksDbSystem : public BenchSystem {
           }
           if (absl::Status s = store->ReadRows(state->refs); !s.ok()) return s;
           ScatterRows(stream, step, state->layer_rows, rb, state->out.data());
-          return std::span<const uint8_t>(state->out);
+          state->piece = std::span<const uint8_t>(state->out);
+          return RowPieces(&state->piece, 1);
         });
   }
 
@@ -228,9 +232,10 @@ class MemorySystem : public BenchSystem {
     if (connections != 1) return absl::InvalidArgumentError("memory gather runs in process");
     const size_t rb = rows_.row_bytes();
     auto out = std::make_shared<std::vector<uint8_t>>(stream.ids_per_step() * rb);
+    auto piece = std::make_shared<std::span<const uint8_t>>(*out);
     const RowArray* rows = &rows_;
     return FetchStep(
-        [out, rows, &stream, rb](size_t step) -> absl::StatusOr<std::span<const uint8_t>> {
+        [out, piece, rows, &stream, rb](size_t step) -> absl::StatusOr<RowPieces> {
           const size_t L = static_cast<size_t>(stream.n_layers());
           const size_t C = static_cast<size_t>(stream.n_cols());
           const size_t positions = stream.ids_per_layer() / C;
@@ -243,7 +248,7 @@ class MemorySystem : public BenchSystem {
               }
             }
           }
-          return std::span<const uint8_t>(*out);
+          return RowPieces(piece.get(), 1);
         });
   }
 
