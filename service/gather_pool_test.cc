@@ -1,5 +1,6 @@
 #include "service/gather_pool.h"
 
+#include <algorithm>
 #include <atomic>
 #include <set>
 #include <thread>
@@ -30,19 +31,24 @@ TEST(GatherPool, RunsEveryPartOnceAndReturnsAfterAll) {
 
 TEST(GatherPool, PartZeroRunsOnTheCallerAndHelpersTakeOthers) {
   GatherPool pool(2);
-  absl::Mutex mu;
-  std::set<std::thread::id> threads;
-  std::thread::id part0;
-  // Helpers need a moment to wait for work after construction.
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  pool.Run(3, [&](int p) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    absl::MutexLock l(&mu);
-    threads.insert(std::this_thread::get_id());
-    if (p == 0) part0 = std::this_thread::get_id();
-  });
-  EXPECT_EQ(part0, std::this_thread::get_id());
-  EXPECT_EQ(threads.size(), 3u) << "both idle helpers took a part";
+  // A helper takes a part only when it is idle; right after construction
+  // (or on a loaded machine) it may not be waiting yet, so try a few times.
+  size_t most_threads = 0;
+  for (int attempt = 0; attempt < 100 && most_threads < 3; ++attempt) {
+    absl::Mutex mu;
+    std::set<std::thread::id> threads;
+    std::thread::id part0;
+    pool.Run(3, [&](int p) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      absl::MutexLock l(&mu);
+      threads.insert(std::this_thread::get_id());
+      if (p == 0) part0 = std::this_thread::get_id();
+    });
+    EXPECT_EQ(part0, std::this_thread::get_id());
+    most_threads = std::max(most_threads, threads.size());
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(most_threads, 3u) << "idle helpers take the other parts";
 }
 
 TEST(GatherPool, ConcurrentRunsNeverLoseAPart) {

@@ -345,6 +345,7 @@ absl::StatusOr<std::unique_ptr<RowStore>> RowStore::Open(
   }
   ShardDbTuning tuning;
   tuning.direct_io = options.direct_io;
+  tuning.mmap_reads = options.mmap_reads;
   tuning.block_cache_bytes = options.block_cache_bytes;
   tuning.statistics = true;
   rocksdb::Options db_options = ShardDbOptions(tuning);

@@ -221,6 +221,7 @@ rocksdb::Options ShardDbOptions(const ShardDbTuning& tuning) {
   o.disable_auto_compactions = true;
   o.max_open_files = -1;  // keep every table reader (and its index) open
   o.use_direct_reads = tuning.direct_io;
+  o.allow_mmap_reads = tuning.mmap_reads && !tuning.direct_io;
   o.skip_stats_update_on_db_open = true;
   o.paranoid_checks = true;
   o.info_log_level = rocksdb::WARN_LEVEL;

@@ -88,6 +88,9 @@ struct StoreIdentity {
 // fixed by ShardDbOptions.
 struct ShardDbTuning {
   bool direct_io = false;          // use_direct_reads
+  // allow_mmap_reads (ignored with direct_io): a buffered read is then a
+  // page-cache lookup through the mapping, not a pread syscall and a copy.
+  bool mmap_reads = false;
   size_t block_cache_bytes = 0;    // 0 = no block cache
   bool statistics = false;         // attach rocksdb::Statistics
 };
