@@ -22,6 +22,10 @@ namespace {
 
 constexpr uint32_t kLocal = 0x80000000u;  // unique_pos flag: local cache row
 
+// A shard's rows are split over its channels only in RPCs of at least this
+// many rows (smaller ones cost more in per-call overhead than they gain).
+constexpr size_t kMinRowsPerSplit = 1024;
+
 absl::StatusOr<ShardMap> ShardMapFor(const TableManifest& manifest,
                                      const ClientOptions& options) {
   if (!options.shard_map_path.empty()) return ShardMap::Load(options.shard_map_path);
@@ -314,6 +318,17 @@ void EngramClient::Impl::SendLayers(StepState& st, int first, int last) {
     for (int s = 0; s < n_shards; ++s) {
       int layer = first;
       size_t at = st.layers[first].shard_start[s];
+      // With several channels per replica a shard's rows go out as that many
+      // RPCs (round-robin over the channels), so every connection carries
+      // a share of the step; never below kMinRowsPerSplit rows each.
+      size_t shard_rows = 0;
+      for (int k = first; k <= last; ++k) {
+        shard_rows += st.layers[k].shard_start[s + 1] - st.layers[k].shard_start[s];
+      }
+      const size_t per_replica = static_cast<size_t>(std::max(1, options.channels_per_replica));
+      const size_t limit = std::min<size_t>(
+          options.max_rows_per_rpc,
+          std::max(kMinRowsPerSplit, (shard_rows + per_replica - 1) / per_replica));
       while (true) {
         // The next chunk: pieces of consecutive layers, up to the limit.
         if (st.chunks_used == st.chunks.size()) {
@@ -323,11 +338,11 @@ void EngramClient::Impl::SendLayers(StepState& st, int first, int last) {
         chunk->pieces.clear();
         request.clear();
         size_t rows = 0;
-        while (layer <= last && rows < options.max_rows_per_rpc) {
+        while (layer <= last && rows < limit) {
           StepState::Layer& ly = st.layers[layer];
           const size_t end = ly.shard_start[s + 1];
           if (at < end) {
-            const size_t n = std::min<size_t>(end - at, options.max_rows_per_rpc - rows);
+            const size_t n = std::min<size_t>(end - at, limit - rows);
             chunk->pieces.push_back(
                 {layer, at, n, static_cast<size_t>(manifest.layers[layer].row_bytes),
                  ly.fetched_src.data() + at});

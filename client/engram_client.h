@@ -59,7 +59,9 @@ struct ClientOptions {
   // Row ids per Lookup RPC; a (shard, layer) batch over this is split.
   uint32_t max_rows_per_rpc = 16384;
   // gRPC channels per replica (separate TCP connections); RPCs of a step
-  // round-robin over them.
+  // round-robin over them, and a shard's rows of a step are split into this
+  // many RPCs (of at least 1,024 rows each) so every connection carries a
+  // share.
   int channels_per_replica = 1;
   // Hedging: when a shard has a second replica, send the same request to it
   // if the first has not answered after `hedge_delay`; zero = the p95 of

@@ -218,6 +218,15 @@ TEST(Client, MultiLayerRequestsCutAtTheRowLimitKeepEveryRow) {
     const ClientStats st = (*client)->stats();
     EXPECT_EQ(st.failed_rpcs, 0u);
     EXPECT_EQ(st.rows_fetched, st.unique_rows);
+    // Two channels: a big step's rows per shard go as two RPCs.
+    ClientOptions two = o;
+    two.channels_per_replica = 2;
+    auto client2 = EngramClient::Create(two);
+    ASSERT_TRUE(client2.ok()) << client2.status();
+    RunGeneration(**client2, 16, 100, 1, 12);
+    if (!pipeline && limit == 16384) {
+      EXPECT_GT((*client2)->stats().rpcs, (*client2)->stats().steps * (*client2)->n_shards());
+    }
     const uint64_t layers = static_cast<uint64_t>((*client)->n_layers());
     const uint64_t shards = static_cast<uint64_t>((*client)->n_shards());
     if (!pipeline && limit == 16384) {
