@@ -3,9 +3,10 @@
 // Per step, a worker hands the client its sequences' new token ids at token
 // time. Prefetch() hashes them (bit-exact, locally), de-duplicates the row
 // ids across the batch and across layers, routes them to shards
-// (row % n_shards), and sends one batched Lookup per (shard, layer) — more
-// when over Options::max_rows_per_rpc — without blocking (later layers go
-// out as the earlier ones arrive, see ClientOptions::pipeline_layers). Wait() blocks only
+// (row % n_shards), and sends batched Lookups without blocking: one per
+// (shard, layer), later layers going out as the earlier ones arrive
+// (ClientOptions::pipeline_layers, the default), or one per shard carrying
+// every layer; more when over Options::max_rows_per_rpc. Wait() blocks only
 // until one layer's rows are in, then writes them in [B, T, n_cols, row]
 // order into the caller's buffer: raw stored rows, or dequantised f32/bf16.
 // A worker can Wait for the first Engram layer while the second's rows are
@@ -56,7 +57,7 @@ struct ClientOptions {
 
   // Deadline of one RPC attempt.
   absl::Duration rpc_deadline = absl::Seconds(2);
-  // Row ids per Lookup RPC; a (shard, layer) batch over this is split.
+  // Row ids per Lookup RPC; a shard's batch over this is split.
   uint32_t max_rows_per_rpc = 16384;
   // gRPC channels per replica (separate TCP connections); RPCs of a step
   // round-robin over them, and a shard's rows of a step are split into this
@@ -72,7 +73,7 @@ struct ClientOptions {
   // Send a layer's requests only once the layer before it has arrived (or a
   // Wait asks for it), so the first Engram layer, whose prefetch window is a
   // single block, does not share the shards with the later ones. Off: every
-  // layer is sent at Prefetch.
+  // layer is sent at Prefetch, in one Lookup per shard.
   bool pipeline_layers = true;
   // Reconnect backoff of the channels.
   absl::Duration max_reconnect_backoff = absl::Seconds(2);

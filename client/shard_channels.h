@@ -82,7 +82,7 @@ struct RpcPolicy {
   absl::Duration hedge_delay;  // resolved (never zero when hedge is on)
 };
 
-// One Lookup of one (shard, layer) chunk, with its attempts. Created and
+// One Lookup of one shard's chunk of a step, with its attempts. Created and
 // started by the step; `on_done` runs exactly once, on a gRPC thread, with
 // OK after `decode` accepted a response, or the error of the last attempt.
 // The object must outlive Quiet() returning true; Cancel() hurries it.
