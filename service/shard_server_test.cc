@@ -18,6 +18,7 @@
 #include "engram/v1/engram_store.grpc.pb.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
+#include "service/testing/pending_lookups.h"
 #include "service/testing/server_test_util.h"
 #include "service/wire.h"
 #include "shard/importer.h"
@@ -487,47 +488,12 @@ TEST_F(ShardServerTest, ShutdownDrainsInFlightCalls) {
   grpc::Slice request = wire::EncodeLookupRequest("", 0, {&layer, 1});
 
   constexpr int kCalls = 4;
-  auto channel = testing::LocalChannel(port);
-  grpc::GenericStub stub(channel);
-  struct Pending {
-    grpc::ClientContext context;
-    grpc::ByteBuffer response;
-    grpc::Status status;
-    absl::Notification done;
-  };
-  std::vector<std::unique_ptr<Pending>> calls;
-  const grpc::ByteBuffer request_buffer(&request, 1);
-  for (int i = 0; i < kCalls; ++i) {
-    calls.push_back(std::make_unique<Pending>());
-    Pending* p = calls.back().get();
-    stub.UnaryCall(&p->context, kLookup, grpc::StubOptions(), &request_buffer,
-                   &p->response, [p](grpc::Status s) {
-                     p->status = std::move(s);
-                     p->done.Notify();
-                   });
-  }
-  // Wait until the server is handling all of them.
-  double inflight = 0;
-  for (int i = 0; i < 2000 && inflight < kCalls; ++i) {
-    auto page = testing::HttpGet(metrics_port, "/metrics");
-    ASSERT_TRUE(page.ok());
-    inflight = testing::MetricValue(*page, "engram_shard_inflight_requests")
-                   .value_or(0);
-  }
+  testing::PendingLookups calls(port, grpc::ByteBuffer(&request, 1), kCalls);
   // Every call is in a handler now. (gRPC cancels calls whose request has
   // not fully arrived when Shutdown starts; those were never accepted.)
-  ASSERT_EQ(inflight, kCalls) << "calls finished too fast to test a drain";
+  ASSERT_TRUE(calls.AllInFlight(metrics_port)) << "calls finished too fast to test a drain";
   server->Shutdown(absl::Seconds(30));
-  std::string rows(expected.size(), '\0');
-  for (auto& p : calls) {
-    p->done.WaitForNotification();
-    ASSERT_TRUE(p->status.ok()) << p->status.error_message();
-    ASSERT_TRUE(
-        wire::DecodeLookupResponse(
-            p->response, {reinterpret_cast<uint8_t*>(rows.data()), rows.size()})
-            .ok());
-    EXPECT_TRUE(rows == expected);
-  }
+  calls.ExpectEveryRowsEqual(expected);
   auto page = testing::HttpGet(metrics_port, "/metrics");
   ASSERT_TRUE(page.ok()) << page.status();
   EXPECT_EQ(

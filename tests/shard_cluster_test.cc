@@ -19,6 +19,7 @@
 #include "engram/v1/engram_store.grpc.pb.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
+#include "service/testing/pending_lookups.h"
 #include "service/testing/server_test_util.h"
 #include "service/wire.h"
 #include "shard/shard_map.h"
@@ -226,46 +227,15 @@ TEST_F(ShardClusterTest, SigtermDrainsInFlightCalls) {
   grpc::Slice slice = wire::EncodeLookupRequest("", 0, {&layer, 1});
   const grpc::ByteBuffer request(&slice, 1);
 
-  struct Pending {
-    grpc::ClientContext context;
-    grpc::ByteBuffer response;
-    grpc::Status status;
-    absl::Notification done;
-  };
   constexpr int kCalls = 4;
-  auto channel = testing::LocalChannel(shard->port);
-  grpc::GenericStub stub(channel);
-  std::vector<std::unique_ptr<Pending>> calls;
-  for (int i = 0; i < kCalls; ++i) {
-    calls.push_back(std::make_unique<Pending>());
-    Pending* p = calls.back().get();
-    stub.UnaryCall(&p->context, kLookup, grpc::StubOptions(), &request,
-                   &p->response, [p](grpc::Status s) {
-                     p->status = std::move(s);
-                     p->done.Notify();
-                   });
-  }
-  double inflight = 0;
-  for (int i = 0; i < 2000 && inflight < kCalls; ++i) {
-    auto page = testing::HttpGet(shard->metrics_port, "/metrics");
-    ASSERT_TRUE(page.ok()) << page.status();
-    inflight = testing::MetricValue(*page, "engram_shard_inflight_requests")
-                   .value_or(0);
-  }
-  // Every call is in a handler now. (gRPC cancels calls whose request has
-  // not fully arrived when Shutdown starts; those were never accepted.)
-  ASSERT_EQ(inflight, kCalls) << "calls finished too fast to test a drain";
-  shard->process->Signal(SIGTERM);
-
-  std::string rows(expected.size(), '\0');
-  for (auto& p : calls) {
-    p->done.WaitForNotification();
-    ASSERT_TRUE(p->status.ok()) << p->status.error_message();
-    ASSERT_TRUE(
-        wire::DecodeLookupResponse(
-            p->response, {reinterpret_cast<uint8_t*>(rows.data()), rows.size()})
-            .ok());
-    EXPECT_TRUE(rows == expected);
+  {
+    testing::PendingLookups calls(shard->port, request, kCalls);
+    // Every call is in a handler now. (gRPC cancels calls whose request has
+    // not fully arrived when Shutdown starts; those were never accepted.)
+    ASSERT_TRUE(calls.AllInFlight(shard->metrics_port))
+        << "calls finished too fast to test a drain";
+    shard->process->Signal(SIGTERM);
+    calls.ExpectEveryRowsEqual(expected);
   }
   const int status = shard->process->Wait();
   ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
