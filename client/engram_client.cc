@@ -8,7 +8,6 @@
 #include "client/local_cache.h"
 #include "client/step_state.h"
 #include "common/fast_mod.h"
-#include "common/fp8.h"
 #include "common/table.h"
 #include "service/wire.h"
 #include "shard/shard_map.h"
@@ -541,108 +540,6 @@ void EngramClient::Impl::Resolve(StepState& st, int layer) {
                     : ly.fetched_src[pos];
   }
   ly.resolved = true;
-}
-
-Step::Step(EngramClient::Impl* client, std::unique_ptr<StepState> state)
-    : client_(client), state_(std::move(state)) {}
-Step::Step(Step&& o) noexcept = default;
-Step& Step::operator=(Step&& o) noexcept {
-  if (this != &o) {
-    Release();
-    client_ = o.client_;
-    state_ = std::move(o.state_);
-  }
-  return *this;
-}
-
-Step::~Step() { Release(); }
-
-void Step::Release() {
-  if (state_ == nullptr) return;
-  StepState& st = *state_;
-  {
-    std::unique_lock<std::mutex> l(st.mu);
-    st.releasing = true;  // no layer is sent from here on
-    if (st.not_quiet > 0) {
-      std::vector<ShardRpc*> live;
-      for (auto& rpc : st.rpcs) live.push_back(rpc.get());
-      l.unlock();
-      for (ShardRpc* rpc : live) rpc->Cancel();
-      l.lock();
-      st.cv.wait(l, [&] { return st.not_quiet == 0; });
-    }
-  }
-  {
-    std::lock_guard<std::mutex> l(client_->stats_mu);
-    for (auto& rpc : st.rpcs) {
-      if (rpc->latency() > absl::ZeroDuration()) {
-        client_->shard_latency_sum[rpc->shard()] += absl::ToDoubleSeconds(rpc->latency());
-        ++client_->shard_rpcs[rpc->shard()];
-      }
-    }
-  }
-  client_->ReturnState(std::move(state_));
-}
-
-int64_t Step::batch() const { return state_->batch; }
-int64_t Step::tokens_per_sequence() const { return state_->tokens; }
-uint64_t Step::unique_rows() const { return state_->unique_rows; }
-std::span<const RowId> Step::row_ids() const { return state_->ids; }
-
-absl::Status Step::WaitArrived(int layer) {
-  if (state_ == nullptr) return absl::FailedPreconditionError("step was moved from");
-  if (layer < 0 || layer >= client_->n_layers) {
-    return absl::InvalidArgumentError(absl::StrCat("no Engram layer ", layer));
-  }
-  StepState& st = *state_;
-  client_->Advance(st, layer);  // a layer nobody has sent yet goes out now
-  std::unique_lock<std::mutex> l(st.mu);
-  // Claimed is not enough: the claiming thread may still be sizing the
-  // layer's arena and counting its RPCs.
-  st.cv.wait(l, [&] { return st.layers[layer].sent && st.layers[layer].pending == 0; });
-  return st.layers[layer].status;
-}
-
-absl::Duration Step::FetchLatency(int layer) {
-  if (!WaitArrived(layer).ok()) return absl::InfiniteDuration();
-  std::lock_guard<std::mutex> l(state_->mu);
-  return state_->layers[layer].arrived - state_->prefetched;
-}
-
-absl::Status Step::Wait(int layer, RowFormat format, std::span<uint8_t> out) {
-  if (absl::Status s = WaitArrived(layer); !s.ok()) return s;
-  StepState& st = *state_;
-  StepState::Layer& ly = st.layers[layer];
-  const LayerInfo& info = client_->manifest.layers[layer];
-  const size_t n = ly.id_unique.size();
-  const size_t orb = format == RowFormat::kRaw   ? static_cast<size_t>(info.row_bytes)
-                     : format == RowFormat::kF32 ? static_cast<size_t>(info.head_dim) * 4
-                                                 : static_cast<size_t>(info.head_dim) * 2;
-  if (out.size() != n * orb) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "output buffer has ", out.size(), " bytes; layer ", layer, " needs ", n,
-        " rows of ", orb, " bytes"));
-  }
-  if (!ly.resolved) client_->Resolve(st, layer);
-  uint8_t* o = out.data();
-  switch (format) {
-    case RowFormat::kRaw:
-      for (size_t i = 0; i < n; ++i, o += orb) std::memcpy(o, ly.src[i], orb);
-      break;
-    case RowFormat::kF32:
-      for (size_t i = 0; i < n; ++i, o += orb) {
-        fp8::DequantizeRows(ly.src[i], 1, info.head_dim, info.scale_block,
-                            reinterpret_cast<float*>(o));
-      }
-      break;
-    case RowFormat::kBf16:
-      for (size_t i = 0; i < n; ++i, o += orb) {
-        fp8::DequantizeRowsBf16(ly.src[i], 1, info.head_dim, info.scale_block,
-                                reinterpret_cast<uint16_t*>(o));
-      }
-      break;
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace engram
