@@ -44,52 +44,17 @@ absl::StatusOr<ShardMap> ShardMapFor(const TableManifest& manifest,
   return map;
 }
 
-// Decodes the response of `chunk`'s RPC in place: for each piece, dst[j]
-// receives the address of row j's bytes inside the response, or inside
-// chunk->straddle for a row split across two of its slices.
+// Decodes the response of `chunk`'s RPC in place (Chunk::MapRows).
 absl::Status DecodeChunk(const grpc::ByteBuffer& resp, uint64_t want,
                          StepState::Chunk* chunk) {
-  size_t total = 0, max_rb = 0;
-  for (const StepState::Chunk::Piece& piece : chunk->pieces) {
-    total += piece.count * piece.row_bytes;
-    max_rb = std::max(max_rb, piece.row_bytes);
-  }
-  absl::StatusOr<uint64_t> v = wire::LocateLookupResponseRows(resp, total, &chunk->rows);
+  absl::StatusOr<uint64_t> v =
+      wire::LocateLookupResponseRows(resp, chunk->rows_bytes(), &chunk->rows);
   if (!v.ok()) return v.status();
   if (*v != want) {
     return absl::InternalError(
         absl::StrCat("answered with table version ", *v, ", asked for ", want));
   }
-  const std::vector<std::span<const uint8_t>>& spans = chunk->rows.spans;
-  chunk->straddle.resize(spans.size() * max_rb);  // never grows while in use below
-  uint8_t* straddle = chunk->straddle.data();
-  size_t span = 0, at = 0;  // position in spans
-  for (const StepState::Chunk::Piece& piece : chunk->pieces) {
-    const size_t rb = piece.row_bytes;
-    for (size_t j = 0; j < piece.count; ++j) {
-      while (at == spans[span].size()) {
-        ++span;
-        at = 0;
-      }
-      if (spans[span].size() - at >= rb) {
-        piece.dst[j] = spans[span].data() + at;
-        at += rb;
-        continue;
-      }
-      piece.dst[j] = straddle;
-      for (size_t need = rb; need > 0;) {
-        if (at == spans[span].size()) {
-          ++span;
-          at = 0;
-        }
-        const size_t take = std::min(need, spans[span].size() - at);
-        std::memcpy(straddle + (rb - need), spans[span].data() + at, take);
-        at += take;
-        need -= take;
-      }
-      straddle += rb;
-    }
-  }
+  chunk->MapRows();
   return absl::OkStatus();
 }
 

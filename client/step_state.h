@@ -4,7 +4,10 @@
 #ifndef ENGRAM_CLIENT_STEP_STATE_H_
 #define ENGRAM_CLIENT_STEP_STATE_H_
 
+#include <algorithm>
 #include <condition_variable>
+#include <cstring>
+#include <span>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -38,6 +41,50 @@ struct StepState {
     std::vector<Piece> pieces;
     wire::ResponseRows rows;
     std::vector<uint8_t> straddle;
+
+    // Bytes of all the pieces' rows.
+    size_t rows_bytes() const {
+      size_t n = 0;
+      for (const Piece& p : pieces) n += p.count * p.row_bytes;
+      return n;
+    }
+    // Points each piece's dst[j] at row j's bytes in rows.spans (the rows
+    // field, in request order), or at a whole copy in `straddle` for a row
+    // split across two spans. REQUIRES: the spans total rows_bytes().
+    void MapRows() {
+      size_t max_rb = 0;
+      for (const Piece& p : pieces) max_rb = std::max(max_rb, p.row_bytes);
+      const std::vector<std::span<const uint8_t>>& spans = rows.spans;
+      straddle.resize(spans.size() * max_rb);  // never grows while in use below
+      uint8_t* next_straddle = straddle.data();
+      size_t span = 0, at = 0;  // position in spans
+      for (const Piece& piece : pieces) {
+        const size_t rb = piece.row_bytes;
+        for (size_t j = 0; j < piece.count; ++j) {
+          while (at == spans[span].size()) {
+            ++span;
+            at = 0;
+          }
+          if (spans[span].size() - at >= rb) {
+            piece.dst[j] = spans[span].data() + at;
+            at += rb;
+            continue;
+          }
+          piece.dst[j] = next_straddle;
+          for (size_t need = rb; need > 0;) {
+            if (at == spans[span].size()) {
+              ++span;
+              at = 0;
+            }
+            const size_t take = std::min(need, spans[span].size() - at);
+            std::memcpy(next_straddle + (rb - need), spans[span].data() + at, take);
+            at += take;
+            need -= take;
+          }
+          next_straddle += rb;
+        }
+      }
+    }
     void Clear() {
       pieces.clear();
       rows.slices.clear();  // gives gRPC its buffers back
