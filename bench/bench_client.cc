@@ -56,6 +56,9 @@ ABSL_FLAG(double, step_ms_total, 4000,
           "decode steps of a simulated run: this many ms of nominal step time");
 ABSL_FLAG(int32_t, verify_per_layer, 16, "rows verified per layer per step");
 ABSL_FLAG(int32_t, max_run_seconds, 30, "a run's decode steps stop after this long");
+ABSL_FLAG(bool, shards_skip_worker_cache, true,
+          "with a local cache, tell the shards its size (engram-shard "
+          "--worker-cache-bytes) so their hot tiers pin the rows after it");
 ABSL_FLAG(int32_t, shard_reader_threads, 0,
           "engram-shard --reader-threads (0 = its default)");
 ABSL_FLAG(std::string, format, "bf16", "how the loop gathers rows: bf16, f32 or raw");
@@ -121,6 +124,9 @@ absl::StatusOr<RunOutcome> RunOne(const Env& env, const RunSpec& spec) {
   d.hot_share = absl::GetFlag(FLAGS_hot_pct) / 100.0;
   d.log_dir = env.log_dir;
   d.reader_threads = absl::GetFlag(FLAGS_shard_reader_threads);
+  const uint64_t local_cache_bytes =
+      static_cast<uint64_t>(spec.local_cache_pct / 100.0 * static_cast<double>(env.table_bytes));
+  if (absl::GetFlag(FLAGS_shards_skip_worker_cache)) d.worker_cache_bytes = local_cache_bytes;
   absl::StatusOr<std::unique_ptr<Deployment>> dep = Deployment::Start(d);
   if (!dep.ok()) return dep.status();
 
@@ -130,8 +136,7 @@ absl::StatusOr<RunOutcome> RunOne(const Env& env, const RunSpec& spec) {
   for (const std::string& a : (*dep)->addresses()) co.shard_addresses.push_back({a});
   co.channels_per_replica = absl::GetFlag(FLAGS_channels_per_replica);
   co.max_rows_per_rpc = absl::GetFlag(FLAGS_max_rows_per_rpc);
-  co.local_cache_bytes =
-      static_cast<uint64_t>(spec.local_cache_pct / 100.0 * static_cast<double>(env.table_bytes));
+  co.local_cache_bytes = local_cache_bytes;
   if (co.local_cache_bytes > 0) co.local_cache_profiles = (*dep)->hot_profiles();
   absl::StatusOr<std::unique_ptr<EngramClient>> client = EngramClient::Create(co);
   if (!client.ok()) return client.status();

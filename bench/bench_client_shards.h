@@ -33,6 +33,7 @@ class ShardProcess {
     std::string db_dir;         // shard directory. REQUIRED.
     uint64_t ram_budget_bytes = 0;
     int reader_threads = 0;     // --reader-threads; 0 = the server's default
+    uint64_t worker_cache_bytes = 0;  // --worker-cache-bytes
     bool direct_io = false;     // --direct-io
     std::string log_path = "/dev/null";
     absl::Duration start_timeout = absl::Seconds(60);
@@ -79,6 +80,7 @@ class Deployment {
     double hot_share = 0.10;              // --ram-budget / shard row bytes
     bool direct_io = false;               // every process with --direct-io
     int reader_threads = 0;               // per shard; 0 = the server's default
+    uint64_t worker_cache_bytes = 0;      // every process's --worker-cache-bytes
     std::string log_dir;                  // shard-I.err files. REQUIRED.
   };
   static absl::StatusOr<std::unique_ptr<Deployment>> Start(const Options& options);

@@ -36,6 +36,9 @@ ABSL_FLAG(int32_t, metrics_port, -1,
           "Prometheus /metrics port on the listen host (-1 = off, 0 = any)");
 ABSL_FLAG(std::string, ram_budget, "0",
           "RAM for the hot tier in bytes; suffixes K, M, G, T (binary)");
+ABSL_FLAG(std::string, worker_cache_bytes, "0",
+          "RAM the workers' local caches hold for the whole table (their "
+          "local_cache_bytes): those hottest rows are not pinned here; suffixes K, M, G, T");
 ABSL_FLAG(std::string, hot_profile, "",
           "hot-row profile (default: DB/hot_profile.bin when present)");
 ABSL_FLAG(int32_t, threads, 4, "max threads for gRPC's synchronous services");
@@ -81,12 +84,17 @@ int main(int argc, char** argv) {
   if (!budget.ok()) {
     return Fail(2, absl::StrCat("--ram-budget: ", budget.status().message()));
   }
+  auto worker_cache = engram::ParseByteSize(absl::GetFlag(FLAGS_worker_cache_bytes));
+  if (!worker_cache.ok()) {
+    return Fail(2, absl::StrCat("--worker-cache-bytes: ", worker_cache.status().message()));
+  }
 
   engram::ShardServerOptions options;
   options.db_dir = absl::GetFlag(FLAGS_db);
   options.listen = absl::GetFlag(FLAGS_listen);
   options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   options.ram_budget_bytes = *budget;
+  options.worker_cache_bytes = *worker_cache;
   options.hot_profile_path = absl::GetFlag(FLAGS_hot_profile);
   options.threads = absl::GetFlag(FLAGS_threads);
   options.reader_threads = absl::GetFlag(FLAGS_reader_threads);

@@ -143,6 +143,10 @@ absl::Status ShardServer::OpenData(const ShardServerOptions& options) {
   HotTierOptions tier_options;
   tier_options.budget_bytes = options.ram_budget_bytes;
   tier_options.profile_path = options.hot_profile_path;
+  // Rows are spread evenly over the shards (row % n_shards), so this
+  // shard's share of the workers' cache is its profile's head.
+  tier_options.skip_profile_bytes =
+      options.worker_cache_bytes / std::max<uint32_t>(1, store_->shard_map().n_shards);
   if (tier_options.profile_path.empty()) {
     const std::string profile =
         absl::StrCat(options.db_dir, "/", kHotProfileFile);

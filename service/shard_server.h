@@ -64,6 +64,11 @@ struct ShardServerOptions {
   // Hot-row profile that decides which rows are pinned; empty = the shard
   // directory's hot_profile.bin when it exists.
   std::string hot_profile_path;
+  // RAM the workers' local caches hold for the whole table
+  // (ClientOptions::local_cache_bytes): this shard's share of it, the
+  // hottest rows of its profile, is not pinned here (they are served from
+  // the workers), so the hot tier pins the next ones. 0 = none.
+  uint64_t worker_cache_bytes = 0;
   // Upper bound on the threads gRPC creates for the synchronous services
   // (reflection) via ResourceQuota / SyncServerOption. Callback handlers,
   // Lookup included, run on gRPC's own callback pool, whose size gRPC 1.51

@@ -183,10 +183,12 @@ absl::StatusOr<std::unique_ptr<HotTier>> HotTier::Build(
     if (!profile.ok()) return profile.status();
     const uint64_t pin_rows =
         (budget - budget * kHotTierCacheSharePercent / 100) / stride;
-    keys.reserve(std::min<uint64_t>(pin_rows, profile->size()));
-    for (const HotProfileEntry& e : *profile) {
+    const uint64_t skip = std::min<uint64_t>(options.skip_profile_bytes / stride,
+                                             profile->size());
+    keys.reserve(std::min<uint64_t>(pin_rows, profile->size() - skip));
+    for (size_t i = skip; i < profile->size(); ++i) {
       if (keys.size() >= pin_rows) break;
-      keys.push_back(ShardKey(e.layer, e.row));
+      keys.push_back(ShardKey((*profile)[i].layer, (*profile)[i].row));
     }
   }
   absl::StatusOr<HugePageBuffer> arena =

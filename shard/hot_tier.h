@@ -33,6 +33,11 @@ struct HotTierOptions {
   // budget covers the whole shard, every row is pinned regardless (and the
   // profile is not read). A named profile that cannot be read is an error.
   std::string profile_path;
+  // Bytes of the profile's hottest rows that are held elsewhere — the
+  // workers' own caches (ClientOptions::local_cache_bytes) — and so are not
+  // pinned here: pinning starts after them, and the two tiers add up
+  // instead of holding the same rows twice. 0 = pin from the top.
+  uint64_t skip_profile_bytes = 0;
 };
 
 enum class HotResult { kMiss, kPinned, kCached };

@@ -225,6 +225,35 @@ TEST_F(HotTierTest, LookupBatchMatchesLookup) {
   }
 }
 
+// With the profile's head held by the workers, pinning starts after it: the
+// skipped rows are not pinned and as many later rows are pinned instead.
+TEST_F(HotTierTest, SkippedProfileHeadIsNotPinned) {
+  const uint64_t budget = ShardBytes() / 10;
+  const uint64_t skip_rows = 50;
+  absl::StatusOr<std::unique_ptr<HotTier>> plain = HotTier::Build(*store_, {budget, ProfilePath()});
+  absl::StatusOr<std::unique_ptr<HotTier>> skipped =
+      HotTier::Build(*store_, {budget, ProfilePath(), skip_rows * kRowBytes});
+  ASSERT_TRUE(plain.ok() && skipped.ok());
+  EXPECT_EQ((*plain)->pinned_bytes(), (*skipped)->pinned_bytes());
+  absl::StatusOr<std::vector<HotProfileEntry>> profile =
+      ReadHotProfile(ProfilePath(), store_->shard_map(), 1);
+  ASSERT_TRUE(profile.ok());
+  const uint64_t pinned_rows = (*plain)->pinned_bytes() / kRowBytes;
+  ASSERT_GT(profile->size(), pinned_rows + skip_rows);
+  uint8_t row[kRowBytes], want[kRowBytes];
+  for (uint64_t i = 0; i < pinned_rows + skip_rows; ++i) {
+    const HotProfileEntry& e = (*profile)[i];
+    const HotResult a = (*plain)->Lookup(e.layer, e.row, row);
+    const HotResult b = (*skipped)->Lookup(e.layer, e.row, row);
+    EXPECT_EQ(a == HotResult::kPinned, i < pinned_rows) << i;
+    EXPECT_EQ(b == HotResult::kPinned, i >= skip_rows) << i;
+    if (b == HotResult::kPinned) {
+      StoreRow(e.layer, e.row, want);
+      ASSERT_EQ(0, std::memcmp(row, want, kRowBytes));
+    }
+  }
+}
+
 TEST_F(HotTierTest, MissingProfileIsAnError) {
   absl::StatusOr<std::unique_ptr<HotTier>> t =
       HotTier::Build(*store_, {ShardBytes() / 10, dir_->Sub("absent.bin")});
