@@ -259,6 +259,7 @@ TEST_F(ShardClusterTest, BadFlagsAndDataFailWithOneLine) {
   const std::vector<Case> cases = {
       {{}, 2, "--db"},
       {{"--db", ShardDir(0), "--ram-budget", "12Q"}, 2, "12Q"},
+      {{"--db", ShardDir(0), "--worker-cache-bytes", "-5"}, 2, "--worker-cache-bytes"},
       {{"--db", ShardDir(0), "--threads", "0"}, 2, "threads"},
       {{"--db", root_->path() + "/nope"}, 1, root_->path() + "/nope"},
       {{"--db", ShardDir(0), "--listen",
