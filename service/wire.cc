@@ -104,19 +104,18 @@ class Reader {
     return false;
   }
 
-  bool Skip(size_t n) { return Consume(n, nullptr); }
-  bool Copy(size_t n, uint8_t* dst) { return Consume(n, dst); }
+  bool Skip(size_t n) {
+    return Consume(n, [](const uint8_t*, size_t) {});
+  }
+  bool Copy(size_t n, uint8_t* dst) {
+    return Consume(n, [&dst](const uint8_t* p, size_t take) {
+      std::memcpy(dst, p, take);
+      dst += take;
+    });
+  }
   // Consumes n bytes, appending where they lie (one span per chunk touched).
   bool Spans(size_t n, std::vector<std::span<const uint8_t>>* out) {
-    if (n > size_ - position()) return false;
-    while (n > 0) {
-      if (p_ == end_) Advance();
-      const size_t take = std::min<size_t>(n, end_ - p_);
-      out->emplace_back(p_, take);
-      p_ += take;
-      n -= take;
-    }
-    return true;
+    return Consume(n, [out](const uint8_t* p, size_t take) { out->emplace_back(p, take); });
   }
 
  private:
@@ -147,15 +146,15 @@ class Reader {
     return true;
   }
 
-  bool Consume(size_t n, uint8_t* dst) {
+  // Consumes n bytes, handing each chunk's share to piece(p, take) in order;
+  // false (consuming nothing) when fewer than n bytes are left.
+  template <typename PieceFn>
+  bool Consume(size_t n, PieceFn&& piece) {
     if (n > size_ - position()) return false;
     while (n > 0) {
       if (p_ == end_) Advance();
       const size_t take = std::min<size_t>(n, end_ - p_);
-      if (dst != nullptr) {
-        std::memcpy(dst, p_, take);
-        dst += take;
-      }
+      piece(p_, take);
       p_ += take;
       n -= take;
     }
