@@ -308,7 +308,7 @@ void EngramClient::Impl::SendLayers(StepState& st, int first, int last) {
           if (at < end) {
             const size_t n = std::min<size_t>(end - at, limit - rows);
             chunk->pieces.push_back(
-                {layer, at, n, static_cast<size_t>(manifest.layers[layer].row_bytes),
+                {layer, n, static_cast<size_t>(manifest.layers[layer].row_bytes),
                  ly.fetched_src.data() + at});
             request.push_back({static_cast<uint32_t>(layer),
                                std::span<const uint64_t>(ly.grouped.data() + at, n)});

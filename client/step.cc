@@ -66,8 +66,8 @@ absl::Status Step::WaitArrived(int layer) {
   StepState& st = *state_;
   client_->Advance(st, layer);  // a layer nobody has sent yet goes out now
   std::unique_lock<std::mutex> l(st.mu);
-  // Claimed is not enough: the claiming thread may still be sizing the
-  // layer's arena and counting its RPCs.
+  // Claimed is not enough: the claiming thread may still be grouping the
+  // layer's rows and counting its RPCs.
   st.cv.wait(l, [&] { return st.layers[layer].sent && st.layers[layer].pending == 0; });
   return st.layers[layer].status;
 }

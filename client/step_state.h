@@ -6,12 +6,12 @@
 
 #include <algorithm>
 #include <condition_variable>
-#include <cstring>
-#include <span>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -33,10 +33,9 @@ struct StepState {
   struct Chunk {
     struct Piece {
       int layer = 0;
-      size_t begin = 0;  // into the layer's grouped rows
       size_t count = 0;
       size_t row_bytes = 0;
-      const uint8_t** dst = nullptr;  // the layer's fetched_src + begin
+      const uint8_t** dst = nullptr;  // into the layer's fetched_src
     };
     std::vector<Piece> pieces;
     wire::ResponseRows rows;

@@ -23,8 +23,8 @@ TEST(StepStateChunk, MapRowsFindsEveryRowWhereverTheSpansAreCut) {
   std::vector<const uint8_t*> dst0(n0), dst1(n1);
   for (int trial = 0; trial < 300; ++trial) {
     StepState::Chunk chunk;
-    chunk.pieces.push_back({0, 5, n0, rb0, dst0.data()});
-    chunk.pieces.push_back({1, 0, n1, rb1, dst1.data()});
+    chunk.pieces.push_back({0, n0, rb0, dst0.data()});
+    chunk.pieces.push_back({1, n1, rb1, dst1.data()});
     ASSERT_EQ(chunk.rows_bytes(), bytes.size());
     // Cuts: none, at row boundaries, inside rows, 1-byte spans.
     std::vector<size_t> cuts = {0};
