@@ -365,13 +365,7 @@ class RawGrpcSystem : public BenchSystem {
 absl::StatusOr<std::unique_ptr<BenchSystem>> StartRawGrpc(const EngramSystemOptions& o,
                                                           uint32_t row_bytes) {
   if (o.shard_dirs.size() != 1) return absl::InvalidArgumentError("raw gRPC: one shard only");
-  Deployment::Options d;
-  d.binary = o.shard_binary;
-  d.shard_dirs = o.shard_dirs;
-  d.hot_share = o.hot_share;
-  d.direct_io = o.direct_io;
-  d.log_dir = o.log_dir;
-  absl::StatusOr<std::unique_ptr<Deployment>> deployment = Deployment::Start(d);
+  absl::StatusOr<std::unique_ptr<Deployment>> deployment = StartShards(o);
   if (!deployment.ok()) return deployment.status();
   return std::unique_ptr<BenchSystem>(new RawGrpcSystem(o.name, *std::move(deployment), row_bytes));
 }

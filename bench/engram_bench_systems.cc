@@ -260,14 +260,18 @@ class MemorySystem : public BenchSystem {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<BenchSystem>> StartEngram(const EngramSystemOptions& o) {
+absl::StatusOr<std::unique_ptr<Deployment>> StartShards(const EngramSystemOptions& o) {
   Deployment::Options d;
   d.binary = o.shard_binary;
   d.shard_dirs = o.shard_dirs;
   d.hot_share = o.hot_share;
   d.direct_io = o.direct_io;
   d.log_dir = o.log_dir;
-  absl::StatusOr<std::unique_ptr<Deployment>> deployment = Deployment::Start(d);
+  return Deployment::Start(d);
+}
+
+absl::StatusOr<std::unique_ptr<BenchSystem>> StartEngram(const EngramSystemOptions& o) {
+  absl::StatusOr<std::unique_ptr<Deployment>> deployment = StartShards(o);
   if (!deployment.ok()) return deployment.status();
   return std::unique_ptr<BenchSystem>(new EngramSystem(o, *std::move(deployment)));
 }

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "bench/bench_client_shards.h"
 #include "bench/bench_shard_measure.h"
 #include "bench/bench_shard_workload.h"
 #include "bench/engram_bench_workload.h"
@@ -96,6 +97,9 @@ struct EngramSystemOptions {
 };
 // Starts one engram-shard per shard directory.
 absl::StatusOr<std::unique_ptr<BenchSystem>> StartEngram(const EngramSystemOptions& options);
+// The engram-shard processes of `options` (what StartEngram and
+// StartRawGrpc serve from).
+absl::StatusOr<std::unique_ptr<Deployment>> StartShards(const EngramSystemOptions& options);
 
 // A diagnostic peer: another engram-shard process for the one shard
 // directory, fetched with one bare gRPC Lookup per step and connection
