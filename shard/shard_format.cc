@@ -226,7 +226,12 @@ rocksdb::Options ShardDbOptions(const ShardDbTuning& tuning) {
   o.paranoid_checks = true;
   o.info_log_level = rocksdb::WARN_LEVEL;
   o.keep_log_file_num = 2;
-  if (tuning.statistics) o.statistics = rocksdb::CreateDBStatistics();
+  if (tuning.statistics) {
+    o.statistics = rocksdb::CreateDBStatistics();
+    // Only tickers are exported; timing every MultiGet for histograms cost
+    // ~1.3% of a shard's CPU on a tail served from the page cache (perf).
+    o.statistics->set_stats_level(rocksdb::StatsLevel::kExceptHistogramOrTimers);
+  }
   return o;
 }
 
