@@ -45,6 +45,9 @@ ABSL_FLAG(std::string, token_map, "", "token map for a --trace (default: none)")
 ABSL_FLAG(int64_t, vocab, 20000, "engram_vocab_size of the v41 table");
 ABSL_FLAG(std::string, shards, "1,2,3", "shard counts to run");
 ABSL_FLAG(double, hot_pct, 10, "hot tier of each shard, percent of its rows' bytes");
+ABSL_FLAG(std::string, tail_format, "cuckoo",
+          "engramctl import --tail-format of the shards: cuckoo (this table's tail sits in "
+          "the page cache) or block");
 ABSL_FLAG(std::string, local_cache_pcts, "1,5", "worker-side cache sizes, percent of the table");
 ABSL_FLAG(int32_t, batch, 64, "sequences per step");
 ABSL_FLAG(int32_t, prefill, 128, "prefill tokens per sequence");
@@ -113,10 +116,11 @@ struct Env {
   uint64_t table_bytes = 0;
   TokenTrace trace{{}};
   RowFormat format = RowFormat::kBf16;
+  TailFormat tail_format = TailFormat::kCuckoo;
 };
 
 absl::StatusOr<RunOutcome> RunOne(const Env& env, const RunSpec& spec) {
-  absl::StatusOr<std::vector<std::string>> dirs = PrepareShards(env.workload, spec.shards);
+  absl::StatusOr<std::vector<std::string>> dirs = PrepareShards(env.workload, spec.shards, env.tail_format);
   if (!dirs.ok()) return dirs.status();
   Deployment::Options d;
   d.binary = env.shard_binary;
@@ -186,6 +190,9 @@ absl::StatusOr<Env> MakeEnv() {
   } else if (format != "bf16") {
     return absl::InvalidArgumentError("--format must be bf16, f32 or raw (got '" + format + "')");
   }
+  absl::StatusOr<TailFormat> tail = ParseTailFormat(absl::GetFlag(FLAGS_tail_format));
+  if (!tail.ok()) return absl::InvalidArgumentError(absl::StrCat("--tail-format: ", tail.status().message()));
+  env.tail_format = *tail;
   const std::string bin = BinDir();
   const std::string build = fs::path(bin).parent_path().string();
   WorkloadOptions wo;
@@ -282,6 +289,7 @@ int Run() {
   report.table_bytes = env->table_bytes;
   report.vocab = absl::GetFlag(FLAGS_vocab);
   report.hot_pct = absl::GetFlag(FLAGS_hot_pct);
+  report.tail_format = TailFormatName(env->tail_format);
   report.layer_blocks = env->table->manifest().layout.engram_layer_ids;
   report.blocks = absl::GetFlag(FLAGS_blocks);
   report.batch = absl::GetFlag(FLAGS_batch);

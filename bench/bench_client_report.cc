@@ -96,8 +96,9 @@ void PrintReport(const ReportSetup& setup, const std::vector<RunOutcome>& runs) 
   std::printf("%-14s v41 geometry, engram_vocab_size %lld: %llu rows, %.0f MB\n", "table",
               static_cast<long long>(setup.vocab), static_cast<unsigned long long>(setup.table_rows),
               static_cast<double>(setup.table_bytes) / 1e6);
-  std::printf("%-14s hot tier %.0f%% of each shard's rows (80%% pinned from the profile), restarted per run\n",
-              "shards", setup.hot_pct);
+  std::printf("%-14s hot tier %.0f%% of each shard's rows (80%% pinned from the profile), "
+              "%s tail, restarted per run\n",
+              "shards", setup.hot_pct, setup.tail_format.c_str());
   std::printf("%-14s %ld cores; 1-minute load average %.2f before the runs\n", "machine",
               sysconf(_SC_NPROCESSORS_ONLN), setup.load_average);
   std::string blocks;

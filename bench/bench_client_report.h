@@ -40,6 +40,7 @@ struct ReportSetup {
   uint64_t table_bytes = 0;
   int64_t vocab = 0;
   double hot_pct = 0;
+  std::string tail_format;  // engramctl import --tail-format of the shards
   std::vector<int64_t> layer_blocks;
   int blocks = 0;
   int batch = 0;

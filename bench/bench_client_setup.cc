@@ -149,9 +149,11 @@ absl::StatusOr<Workload> PrepareWorkload(const WorkloadOptions& o) {
   return w;
 }
 
-absl::StatusOr<std::vector<std::string>> PrepareShards(const Workload& w, int n_shards) {
+absl::StatusOr<std::vector<std::string>> PrepareShards(const Workload& w, int n_shards,
+                                                       TailFormat tail_format) {
   std::vector<std::string> dirs;
-  const std::string parent = absl::StrCat(w.dir, "/shards-", n_shards);
+  const std::string parent =
+      absl::StrCat(w.dir, "/shards-", n_shards, "-", TailFormatName(tail_format));
   std::error_code ec;
   fs::create_directories(parent, ec);
   if (ec) return absl::InternalError(absl::StrCat("cannot create ", parent, ": ", ec.message()));
@@ -162,6 +164,7 @@ absl::StatusOr<std::vector<std::string>> PrepareShards(const Workload& w, int n_
     io.shard_index = static_cast<uint32_t>(i);
     io.out_dir = absl::StrCat(parent, "/shard-", i);
     io.profile_trace = w.profile_trace;
+    io.tail_format = tail_format;
     absl::StatusOr<ImportResult> r = ImportShard(io, {});
     if (!r.ok()) {
       return absl::Status(r.status().code(), absl::StrCat("importing shard ", i, " of ", n_shards,

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "shard/shard_format.h"
 
 namespace engram::bench {
 
@@ -52,10 +53,10 @@ struct Workload {
 absl::StatusOr<Workload> PrepareWorkload(const WorkloadOptions& options);
 
 // The shard directories of the workload's table split `n_shards` ways,
-// imported with the profile trace (cached; an import already there is
-// reused as it is).
+// imported with the profile trace in `tail_format` (cached; an import
+// already there is reused as it is).
 absl::StatusOr<std::vector<std::string>> PrepareShards(const Workload& workload,
-                                                       int n_shards);
+                                                       int n_shards, TailFormat tail_format);
 
 }  // namespace engram::bench
 

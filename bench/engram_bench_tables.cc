@@ -25,11 +25,13 @@ absl::StatusOr<std::unique_ptr<BenchData>> PrepareBenchData(const BenchEnv& env,
   if (!workload.ok()) return workload.status();
   auto d = std::make_unique<BenchData>();
   d->workload = *std::move(workload);
-  absl::StatusOr<std::vector<std::string>> one = PrepareShards(d->workload, 1);
+  // Block tails: the on-disk configurations read them with O_DIRECT.
+  absl::StatusOr<std::vector<std::string>> one =
+      PrepareShards(d->workload, 1, TailFormat::kBlock);
   if (!one.ok()) return one.status();
   d->one_shard = *std::move(one);
   if (spec.three_shards) {
-    absl::StatusOr<std::vector<std::string>> three = PrepareShards(d->workload, 3);
+    absl::StatusOr<std::vector<std::string>> three = PrepareShards(d->workload, 3, TailFormat::kBlock);
     if (!three.ok()) return three.status();
     d->three_shards = *std::move(three);
   }

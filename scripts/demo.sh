@@ -7,7 +7,8 @@
 # DEMO_TOKENS (real | zipf, default real), DEMO_DIR (work dir, default
 # BUILD_DIR/demo), DEMO_SHARDS (default 3), DEMO_BLOCK_US (default 500),
 # DEMO_DECODE_STEPS (default 150), DEMO_RAM_SHARE (hot tier share of each
-# shard, percent, default 25).
+# shard, percent, default 25), DEMO_TAIL (engramctl import --tail-format:
+# cuckoo, the default, for a tail the page cache holds, or block).
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 build="$(cd "${1:-$here/build}" && pwd)"
@@ -17,11 +18,13 @@ scale="${DEMO_SCALE:-1}"
 tokens="${DEMO_TOKENS:-real}"
 shards="${DEMO_SHARDS:-3}"
 ram_share="${DEMO_RAM_SHARE:-25}"
+tail_format="${DEMO_TAIL:-cuckoo}"
 mkdir -p "$dir"
 say() { echo "demo: $*" >&2; }
 
 case "$scale" in (*[!0-9]*|'') echo "demo: DEMO_SCALE must be a whole number (got '$scale')" >&2; exit 2;; esac
 vocab=$((20000 * scale))
+case "$tail_format" in (block|cuckoo) ;; (*) echo "demo: DEMO_TAIL must be block or cuckoo (got '$tail_format')" >&2; exit 2;; esac
 
 # 1. Tokens: real English text through DeepSeek's tokenizer, or Zipf.
 if [ "$tokens" = real ]; then
@@ -40,14 +43,14 @@ awk 'NR % 2 == 1' "$src" > "$dir/profile.trace"
 awk 'NR % 2 == 0' "$src" > "$dir/workload.trace"
 
 # 2. Table and shards (rebuilt only when the parameters change).
-stamp="v41 vocab=$vocab tokens=$tokens shards=$shards"
+stamp="v41 vocab=$vocab tokens=$tokens shards=$shards tail=$tail_format"
 if [ "$(cat "$dir/stamp" 2>/dev/null)" != "$stamp" ]; then
   rm -rf "$dir/table" "$dir"/shard-* "$dir/stamp"
   say "generating a v41-geometry table (engram_vocab_size $vocab)"
   "$bin/engramctl" gen-table --out "$dir/table" --preset v41 --engram-vocab-size "$vocab" "${map_flag[@]}"
   for ((i = 0; i < shards; i++)); do
     "$bin/engramctl" import --table "$dir/table" --shards "$shards" --shard-index "$i" \
-      --out "$dir/shard-$i" --profile-trace "$dir/profile.trace"
+      --out "$dir/shard-$i" --profile-trace "$dir/profile.trace" --tail-format "$tail_format"
   done
   echo "$stamp" > "$dir/stamp"
 fi

@@ -57,6 +57,18 @@ TEST_F(EngramctlShardTest, ImportTwiceThenRefuseAnotherShard) {
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("pick another --out or delete it"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find('\n'), r.output.size() - 1) << "one line: " << r.output;
+
+  // A cuckoo tail, said in the summary; the same --out with the other
+  // format is refused.
+  const std::string cuckoo = "import --table " + dir_.Sub("table") +
+                             " --shards 2 --shard-index 1 --out " + dir_.Sub("c1");
+  r = Engramctl(cuckoo + " --tail-format cuckoo");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("cuckoo tail"), std::string::npos) << r.output;
+  EXPECT_TRUE(RowStore::Open(dir_.Sub("c1"), {.reader_threads = 1}).ok());
+  r = Engramctl(cuckoo);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("tail format"), std::string::npos) << r.output;
 }
 
 TEST_F(EngramctlShardTest, BadImportFlagsAreOneLineErrors) {
@@ -66,6 +78,8 @@ TEST_F(EngramctlShardTest, BadImportFlagsAreOneLineErrors) {
       "import --table t --gguf g --shards 2 --shard-index 0 --out x",
       "import --table " + dir_.Sub("nope") + " --shards 1 --shard-index 0 --out " +
           dir_.Sub("x"),
+      "import --table " + dir_.Sub("table") + " --shards 1 --shard-index 0 --out " +
+          dir_.Sub("x") + " --tail-format lsm",
       "layout", "layout --from-gguf " + dir_.Sub("nope.gguf")};
   for (const std::string& args : cases) {
     CliRun r = Engramctl(args);

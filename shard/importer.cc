@@ -12,11 +12,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/table.h"
-#include "rocksdb/db.h"
-#include "rocksdb/sst_file_writer.h"
 #include "shard/file_util.h"
 #include "shard/gguf.h"
 #include "shard/hot_profile.h"
+#include "shard/row_sink.h"
 
 namespace engram {
 namespace {
@@ -169,9 +168,9 @@ absl::Status CheckExistingOut(const ImportOptions& o, const ShardMap& map,
                            old_map->n_shards, " of table ", old_map->table,
                            " v", old_map->version);
   } else if (old->source_kind != src.kind ||
-             old->profile_checksum != profile_sum) {
-    differs = "holds this shard imported with other options (source kind or "
-              "profile trace)";
+             old->profile_checksum != profile_sum || old->tail_format != o.tail_format) {
+    differs = "holds this shard imported with other options (source kind, "
+              "profile trace or tail format)";
   } else {
     std::vector<std::string> sums = src.checksums;
     if (sums.empty()) {  // GGUF: checksum the source to compare
@@ -193,58 +192,6 @@ absl::Status CheckExistingOut(const ImportOptions& o, const ShardMap& map,
       "; pick another --out or delete it"));
 }
 
-// Writes owned rows into SST files of bounded size, in key order.
-class SstSink {
- public:
-  SstSink(std::string dir, const rocksdb::Options& options, uint64_t max_bytes)
-      : dir_(std::move(dir)), options_(options), max_bytes_(max_bytes) {}
-
-  absl::Status Put(uint64_t key, const uint8_t* value, size_t n) {
-    if (writer_ == nullptr) {
-      writer_ = std::make_unique<rocksdb::SstFileWriter>(rocksdb::EnvOptions(), options_);
-      files_.push_back(absl::StrCat(dir_, "/", files_.size(), ".sst"));
-      if (auto s = Check(writer_->Open(files_.back())); !s.ok()) return s;
-    }
-    char k[kShardKeyBytes];
-    EncodeShardKey(key, k);
-    rocksdb::Slice v(reinterpret_cast<const char*>(value), n);
-    if (auto s = Check(writer_->Put(rocksdb::Slice(k, sizeof(k)), v)); !s.ok()) {
-      return s;
-    }
-    ++rows_;
-    return writer_->FileSize() >= max_bytes_ ? FinishFile() : absl::OkStatus();
-  }
-
-  absl::Status FinishFile() {
-    if (writer_ == nullptr) return absl::OkStatus();
-    absl::Status s = Check(writer_->Finish());
-    writer_.reset();
-    return s;
-  }
-
-  const std::vector<std::string>& files() const { return files_; }
-  uint64_t rows() const { return rows_; }
-
- private:
-  absl::Status Check(const rocksdb::Status& s) {
-    if (s.ok()) return absl::OkStatus();
-    return absl::InternalError(absl::StrCat(
-        "writing ", files_.empty() ? dir_ : files_.back(), ": ", s.ToString()));
-  }
-
-  std::string dir_;
-  rocksdb::Options options_;
-  uint64_t max_bytes_;
-  std::unique_ptr<rocksdb::SstFileWriter> writer_;
-  std::vector<std::string> files_;
-  uint64_t rows_ = 0;
-};
-
-absl::Status FromRocks(const rocksdb::Status& s, const std::string& what) {
-  if (s.ok()) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat(what, ": ", s.ToString()));
-}
-
 // Removes a directory on scope exit unless released.
 class TreeGuard {
  public:
@@ -262,7 +209,6 @@ class TreeGuard {
 absl::Status BuildShard(const ImportOptions& o, const Source& src,
                         const ShardMap& map, ImportResult* result,
                         const ImportProgress& progress, const std::string& tmp) {
-  const rocksdb::Options db_options = ShardDbOptions({});
   const std::string staging = tmp + "/ingest";
   std::error_code ec;
   if (!fs::create_directories(staging, ec)) {
@@ -274,7 +220,11 @@ absl::Status BuildShard(const ImportOptions& o, const Source& src,
   info.source_kind = src.kind;
   info.source_path = fs::absolute(src.path, ec).string();
   info.layers.resize(src.layout.n_layers());
-  SstSink sink(staging, db_options, o.sst_file_bytes);
+  info.tail_format = o.tail_format;
+  const std::string db_dir = tmp + "/" + kShardDbDir;
+  absl::StatusOr<std::unique_ptr<RowSink>> sink =
+      RowSink::Create(o.tail_format, staging, db_dir, o.sst_file_bytes);
+  if (!sink.ok()) return sink.status();
   std::vector<XXH3_state_t*> owned(info.layers.size());
   for (XXH3_state_t*& st : owned) {
     st = XXH3_createState();
@@ -288,7 +238,7 @@ absl::Status BuildShard(const ImportOptions& o, const Source& src,
                              map.n_shards;
     for (; r < first + n; r += map.n_shards) {
       const uint8_t* row = rows + (r - first) * rb;
-      if (auto s = sink.Put(ShardKey(l, r), row, rb); !s.ok()) return s;
+      if (auto s = (*sink)->PutRow(ShardKey(l, r), row, rb); !s.ok()) return s;
       XXH3_64bits_update(owned[l], row, rb);
       ++info.layers[l].rows_owned;
     }
@@ -303,37 +253,9 @@ absl::Status BuildShard(const ImportOptions& o, const Source& src,
   }
   if (!streamed.ok()) return streamed;
   info.source_checksum = SourceChecksum(source_sums);
-  result->rows_written = sink.rows();
-  // The identity record sorts after every row key, so it ends the last file.
-  const std::string identity = StoreIdentity::From(map, info).Encode();
-  if (auto s = sink.Put(kStoreIdentityKey,
-                        reinterpret_cast<const uint8_t*>(identity.data()),
-                        identity.size());
-      !s.ok()) {
-    return s;
-  }
-  if (auto s = sink.FinishFile(); !s.ok()) return s;
-  result->sst_files = static_cast<int>(sink.files().size());
-
-  rocksdb::Options create = db_options;
-  create.create_if_missing = true;
-  create.error_if_exists = true;
-  rocksdb::DB* raw = nullptr;
-  const std::string db_dir = tmp + "/" + kShardDbDir;
-  if (auto s = FromRocks(rocksdb::DB::Open(create, db_dir, &raw), db_dir); !s.ok()) {
-    return s;
-  }
-  std::unique_ptr<rocksdb::DB> db(raw);
-  rocksdb::IngestExternalFileOptions ingest;
-  ingest.move_files = true;
-  ingest.verify_checksums_before_ingest = false;  // written just now
-  if (auto s = FromRocks(db->IngestExternalFile(sink.files(), ingest),
-                         "ingesting SST files into " + db_dir);
-      !s.ok()) {
-    return s;
-  }
-  if (auto s = FromRocks(db->Close(), "closing " + db_dir); !s.ok()) return s;
-  db.reset();
+  result->rows_written = (*sink)->rows();
+  if (auto s = (*sink)->Finish(StoreIdentity::From(map, info).Encode()); !s.ok()) return s;
+  result->sst_files = (*sink)->files();
   if (auto s = RemoveTree(staging); !s.ok()) return s;
 
   if (!o.profile_trace.empty()) {

@@ -1,9 +1,8 @@
 // Builds one shard directory from an Engram table or a DeepSeek-V4.1 GGUF.
 //
 // The import streams the source (never the whole table in memory), verifies
-// each layer's manifest checksum on the way, writes the shard's rows as
-// sorted SST files and ingests them into a fresh RocksDB (no memtable, no
-// compaction). It builds in a temporary directory next to --out and renames
+// each layer's manifest checksum on the way, and writes the shard's rows
+// into a fresh RocksDB in the chosen tail format (shard/row_sink.h). It builds in a temporary directory next to --out and renames
 // it into place only when complete, so a failed import leaves nothing
 // behind and never touches existing data. See shard/shard_format.h for the
 // directory layout.
@@ -37,7 +36,12 @@ struct ImportOptions {
   // Optional token trace for the hot-row profile (shard/hot_profile.h).
   std::string profile_trace;
 
-  // Bound on the size of each SST file written.
+  // How the rows are stored (shard_format.h): block-based tables by
+  // default; kCuckoo for a tail the page cache holds (not with --direct-io).
+  TailFormat tail_format = TailFormat::kBlock;
+
+  // Bound on the size of each SST file written (and, for kCuckoo, of each
+  // memtable: the import then holds about twice this in memory).
   uint64_t sst_file_bytes = uint64_t{256} << 20;
   // Rows read from the source per call (memory: chunk_rows * row_bytes).
   uint64_t chunk_rows = 4096;

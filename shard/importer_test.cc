@@ -112,6 +112,38 @@ TEST_F(ImporterTest, ManySmallSstFiles) {
   });
 }
 
+TEST_F(ImporterTest, CuckooTailHoldsEveryRowOneTableALayerOrMore) {
+  absl::StatusOr<std::unique_ptr<TableReader>> table = TableReader::Open(TablePath());
+  ASSERT_TRUE(table.ok());
+  for (uint64_t file_bytes : {uint64_t{256} << 20, uint64_t{32} << 10}) {
+    ImportOptions o = Options(2, 1, absl::StrCat("cuckoo-", file_bytes));
+    o.tail_format = TailFormat::kCuckoo;
+    o.sst_file_bytes = file_bytes;
+    absl::StatusOr<ImportResult> r = ImportShard(o, nullptr);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->info.tail_format, TailFormat::kCuckoo);
+    // Rows: one table per layer at least (values of one size each), more
+    // when a layer overflows a memtable; plus the identity record's.
+    const int layers = static_cast<int>(r->map.layer_rows.size());
+    if (file_bytes > (uint64_t{1} << 20)) {
+      EXPECT_EQ(r->sst_files, layers + 1);
+    } else {
+      EXPECT_GT(r->sst_files, layers + 1);
+    }
+    ExpectStoreHolds(o.out_dir, [&](uint32_t l, uint64_t row, uint8_t* out) {
+      ASSERT_TRUE((*table)->ReadRow(static_cast<int>(l), row, out).ok());
+    });
+    absl::StatusOr<ShardInfo> info = ShardInfo::Load(o.out_dir + "/" + kShardInfoFile);
+    ASSERT_TRUE(info.ok());
+    EXPECT_EQ(info->tail_format, TailFormat::kCuckoo);
+    // Another tail format into the same --out is another import: refused.
+    o.tail_format = TailFormat::kBlock;
+    r = ImportShard(o, nullptr);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+    EXPECT_NE(r.status().message().find("tail format"), std::string::npos) << r.status();
+  }
+}
+
 TEST_F(ImporterTest, SecondImportIsIdempotentAndDifferentOneRefused) {
   const ImportOptions o = Options(3, 2, "again");
   absl::StatusOr<ImportResult> first = ImportShard(o, nullptr);

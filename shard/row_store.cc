@@ -46,11 +46,24 @@ struct Scratch {
   explicit Scratch(size_t batch) : keys(batch), values(batch), statuses(batch) {}
 };
 
+// A kCuckoo value: the row's n bytes, then its RowChecksum little-endian.
+bool StoredChecksumMatches(uint64_t key, const char* value, size_t n) {
+  uint32_t stored = 0;
+  for (size_t i = 0; i < kRowChecksumBytes; ++i) {
+    stored |= uint32_t{static_cast<uint8_t>(value[n + i])} << (8 * i);
+  }
+  return stored == RowChecksum(key, reinterpret_cast<const uint8_t*>(value), n);
+}
+
 class RowStoreImpl final : public RowStore {
  public:
-  RowStoreImpl(std::unique_ptr<rocksdb::DB> db, rocksdb::Options db_options,
-               ShardMap map, ShardInfo info, const RowStoreOptions& options)
+  RowStoreImpl(std::unique_ptr<rocksdb::DB> db, std::vector<rocksdb::ColumnFamilyHandle*> cfs,
+               rocksdb::Options db_options, ShardMap map, ShardInfo info,
+               const RowStoreOptions& options)
       : db_(std::move(db)),
+        cfs_(std::move(cfs)),
+        rows_cf_(cfs_.back()),
+        row_checksums_(info.tail_format == TailFormat::kCuckoo),
         db_options_(std::move(db_options)),
         map_(std::move(map)),
         info_(std::move(info)),
@@ -68,6 +81,7 @@ class RowStoreImpl final : public RowStore {
       stopping_ = true;
     }
     for (std::thread& t : threads_) t.join();
+    for (rocksdb::ColumnFamilyHandle* cf : cfs_) db_->DestroyColumnFamilyHandle(cf);
     db_->Close();
   }
 
@@ -118,6 +132,9 @@ class RowStoreImpl final : public RowStore {
                          Scratch& scratch);
 
   std::unique_ptr<rocksdb::DB> db_;
+  std::vector<rocksdb::ColumnFamilyHandle*> cfs_;  // opened; the rows' last
+  rocksdb::ColumnFamilyHandle* const rows_cf_;
+  const bool row_checksums_;     // kCuckoo: each value ends in RowChecksum
   rocksdb::Options db_options_;  // owns the statistics object
   ShardMap map_;
   ShardInfo info_;
@@ -211,7 +228,7 @@ absl::Status RowStoreImpl::ReadChunk(Request& req, size_t begin, size_t end,
     scratch.keys[i] = rocksdb::Slice(&req.key_bytes[(begin + i) * kShardKeyBytes],
                                      kShardKeyBytes);
   }
-  db_->MultiGet(read_options_, db_->DefaultColumnFamily(), n,
+  db_->MultiGet(read_options_, rows_cf_, n,
                 scratch.keys.data(), scratch.values.data(),
                 scratch.statuses.data(), /*sorted_input=*/true);
   absl::Status first_error;
@@ -221,12 +238,17 @@ absl::Status RowStoreImpl::ReadChunk(Request& req, size_t begin, size_t end,
     const uint64_t row = item.key & (kMaxShardRowId - 1);
     const rocksdb::Status& st = scratch.statuses[i];
     rocksdb::PinnableSlice& v = scratch.values[i];
-    const uint32_t want = map_.row_bytes[layer];
-    if (st.ok() && v.size() == want) {
-      std::memcpy(item.dst, v.data(), want);
+    const uint32_t rb = map_.row_bytes[layer];
+    const size_t want = rb + (row_checksums_ ? kRowChecksumBytes : 0);
+    const bool intact = st.ok() && v.size() == want &&
+                        (!row_checksums_ || StoredChecksumMatches(item.key, v.data(), rb));
+    if (intact) {
+      std::memcpy(item.dst, v.data(), rb);
     } else if (first_error.ok()) {
       std::string what;
-      if (st.ok()) {
+      if (st.ok() && v.size() == want) {
+        what = "fails its row checksum (the table file is damaged)";
+      } else if (st.ok()) {
         what = absl::StrCat("holds ", v.size(), " bytes, expected ", want);
       } else if (st.IsNotFound()) {
         what = "is missing from the store";
@@ -248,8 +270,8 @@ absl::Status RowStoreImpl::ReadChunk(Request& req, size_t begin, size_t end,
 std::vector<std::pair<std::string, double>> RowStoreImpl::Stats() const {
   std::vector<std::pair<std::string, double>> out;
   auto prop = [&](const char* name, const char* as) {
-    uint64_t v = 0;
-    if (db_->GetIntProperty(name, &v)) out.emplace_back(as, static_cast<double>(v));
+    uint64_t v = 0;  // summed over column families
+    if (db_->GetAggregatedIntProperty(name, &v)) out.emplace_back(as, static_cast<double>(v));
   };
   prop("rocksdb.estimate-table-readers-mem", "rocksdb_index_memory_bytes");
   prop("rocksdb.total-sst-files-size", "rocksdb_sst_bytes");
@@ -281,8 +303,8 @@ absl::Status Refuse(const std::string& dir, const std::string& what) {
 
 // Checks that the DB holds what shard.json and shard_map.json describe: its
 // identity record, its entry count, and the first and last row of each layer.
-absl::Status CheckStore(rocksdb::DB& db, const std::string& dir,
-                        const ShardMap& map, const ShardInfo& info) {
+absl::Status CheckStore(rocksdb::DB& db, std::span<rocksdb::ColumnFamilyHandle* const> cfs,
+                        const std::string& dir, const ShardMap& map, const ShardInfo& info) {
   char kbuf[kShardKeyBytes];
   EncodeShardKey(kStoreIdentityKey, kbuf);
   std::string value;
@@ -299,13 +321,16 @@ absl::Status CheckStore(rocksdb::DB& db, const std::string& dir,
         "rocksdb/ holds ", got.ok() ? got->Encode() : "an unreadable identity",
         " but shard_map.json and shard.json describe ", want.Encode()));
   }
-  rocksdb::TablePropertiesCollection tables;
-  if (s = db.GetPropertiesOfAllTables(&tables); !s.ok()) {
-    return Refuse(dir, absl::StrCat("cannot read rocksdb/ table properties (",
-                                    s.ToString(), ")"));
-  }
   uint64_t entries = 0, want_entries = 1;
-  for (const auto& [file, props] : tables) entries += props->num_entries;
+  for (rocksdb::ColumnFamilyHandle* cf : cfs) {
+    rocksdb::TablePropertiesCollection tables;
+    if (s = db.GetPropertiesOfAllTables(cf, &tables); !s.ok()) {
+      return Refuse(dir, absl::StrCat("cannot read rocksdb/ table properties (",
+                                      s.ToString(), ")"));
+    }
+    for (const auto& [file, props] : tables) entries += props->num_entries;
+  }
+  const bool cuckoo = info.tail_format == TailFormat::kCuckoo;
   for (const ShardInfo::Layer& l : info.layers) want_entries += l.rows_owned;
   if (entries != want_entries) {
     return Refuse(dir, absl::StrCat("rocksdb/ holds ", entries,
@@ -318,10 +343,12 @@ absl::Status CheckStore(rocksdb::DB& db, const std::string& dir,
     for (uint64_t k : {uint64_t{0}, n - 1}) {
       const uint64_t row = info.shard_index + k * map.n_shards;
       EncodeShardKey(ShardKey(l, row), kbuf);
-      s = db.Get(rocksdb::ReadOptions(), rocksdb::Slice(kbuf, sizeof(kbuf)), &value);
-      if (!s.ok() || value.size() != map.row_bytes[l]) {
+      s = db.Get(rocksdb::ReadOptions(), cfs.back(), rocksdb::Slice(kbuf, sizeof(kbuf)), &value);
+      const size_t rb = map.row_bytes[l];
+      if (!s.ok() || value.size() != rb + (cuckoo ? kRowChecksumBytes : 0) ||
+          (cuckoo && !StoredChecksumMatches(ShardKey(l, row), value.data(), rb))) {
         return Refuse(dir, absl::StrCat("layer ", l, " row ", row,
-                                        " is missing or has the wrong size (",
+                                        " is missing, has the wrong size or is damaged (",
                                         s.ToString(), ")"));
       }
     }
@@ -343,24 +370,39 @@ absl::StatusOr<std::unique_ptr<RowStore>> RowStore::Open(
   if (auto s = info->Validate(*map); !s.ok()) {
     return Refuse(shard_dir, std::string(s.message()));
   }
+  const bool cuckoo = info->tail_format == TailFormat::kCuckoo;
+  if (cuckoo && options.direct_io) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "shard directory ", shard_dir, " holds a cuckoo tail, which is read through "
+        "mmap only: drop --direct-io, or re-import it with --tail-format block"));
+  }
   ShardDbTuning tuning;
   tuning.direct_io = options.direct_io;
-  tuning.mmap_reads = options.mmap_reads;
+  tuning.mmap_reads = options.mmap_reads || cuckoo;  // CuckooTables need mmap
   tuning.block_cache_bytes = options.block_cache_bytes;
   tuning.statistics = true;
   rocksdb::Options db_options = ShardDbOptions(tuning);
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors = {
+      {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions(db_options)}};
+  if (cuckoo) descriptors.emplace_back(kRowsColumnFamily, CuckooRowsOptions(64 << 20));
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;
   const std::string db_dir = shard_dir + "/" + kShardDbDir;
-  rocksdb::Status s = rocksdb::DB::OpenForReadOnly(db_options, db_dir, &raw);
+  rocksdb::Status s = rocksdb::DB::OpenForReadOnly(rocksdb::DBOptions(db_options), db_dir,
+                                                   descriptors, &handles, &raw);
   if (!s.ok()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "cannot open the shard store ", db_dir, ": ", s.ToString()));
+        "cannot open the shard store ", db_dir, " (", TailFormatName(info->tail_format),
+        " tail, as shard.json says): ", s.ToString()));
   }
   std::unique_ptr<rocksdb::DB> db(raw);
-  if (auto st = CheckStore(*db, shard_dir, *map, *info); !st.ok()) return st;
+  if (auto st = CheckStore(*db, handles, shard_dir, *map, *info); !st.ok()) {
+    for (rocksdb::ColumnFamilyHandle* h : handles) db->DestroyColumnFamilyHandle(h);
+    return st;
+  }
   return std::unique_ptr<RowStore>(
-      new RowStoreImpl(std::move(db), std::move(db_options), *std::move(map),
-                       *std::move(info), options));
+      new RowStoreImpl(std::move(db), std::move(handles), std::move(db_options),
+                       *std::move(map), *std::move(info), options));
 }
 
 }  // namespace engram

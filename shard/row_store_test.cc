@@ -8,6 +8,8 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/synchronization/notification.h"
 #include "common/table.h"
 #include "gtest/gtest.h"
@@ -30,14 +32,18 @@ class RowStoreTest : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = new testing::TempDir();
     ASSERT_TRUE(testing::MakeSmallTable(dir_->Sub("table")).ok());
-    for (uint32_t i = 0; i < kShards; ++i) {
-      ImportOptions o;
-      o.table_dir = dir_->Sub("table");
-      o.n_shards = kShards;
-      o.shard_index = i;
-      o.out_dir = ShardDir(i);
-      o.sst_file_bytes = 256 << 10;
-      ASSERT_TRUE(ImportShard(o, nullptr).ok());
+    for (TailFormat format : {TailFormat::kBlock, TailFormat::kCuckoo}) {
+      for (uint32_t i = 0; i < kShards; ++i) {
+        ImportOptions o;
+        o.table_dir = dir_->Sub("table");
+        o.n_shards = kShards;
+        o.shard_index = i;
+        o.out_dir = ShardDir(i, format);
+        o.sst_file_bytes = 256 << 10;
+        o.tail_format = format;
+        absl::StatusOr<ImportResult> r = ImportShard(o, nullptr);
+        ASSERT_TRUE(r.ok()) << r.status();
+      }
     }
     absl::StatusOr<std::unique_ptr<TableReader>> t = TableReader::Open(dir_->Sub("table"));
     ASSERT_TRUE(t.ok());
@@ -47,13 +53,13 @@ class RowStoreTest : public ::testing::Test {
     delete table_;
     delete dir_;
   }
-  static std::string ShardDir(uint32_t i) {
-    return dir_->Sub("shard" + std::to_string(i));
+  static std::string ShardDir(uint32_t i, TailFormat format = TailFormat::kBlock) {
+    return dir_->Sub(absl::StrCat(TailFormatName(format), "-shard", i));
   }
   // A private copy of shard i.
-  std::string CopyShard(uint32_t i) {
-    const std::string dst = scratch_.Sub("copy" + std::to_string(i));
-    fs::copy(ShardDir(i), dst, fs::copy_options::recursive);
+  std::string CopyShard(uint32_t i, TailFormat format = TailFormat::kBlock) {
+    const std::string dst = scratch_.Sub(absl::StrCat("copy", i, TailFormatName(format)));
+    fs::copy(ShardDir(i, format), dst, fs::copy_options::recursive);
     return dst;
   }
   static std::unique_ptr<RowStore> Open(const std::string& dir,
@@ -99,16 +105,95 @@ testing::TempDir* RowStoreTest::dir_ = nullptr;
 TableReader* RowStoreTest::table_ = nullptr;
 
 TEST_F(RowStoreTest, ReadsEveryRowOfEveryShardInAnyOrder) {
-  for (uint32_t i = 0; i < kShards; ++i) {
-    std::unique_ptr<RowStore> store = Open(ShardDir(i));
-    ASSERT_NE(store, nullptr);
-    EXPECT_EQ(store->shard_index(), i);
-    EXPECT_EQ(store->shard_map().n_shards, kShards);
-    std::vector<uint8_t> got, want;
-    std::vector<RowRef> refs = Refs(ShuffledRows(i, i), &got, &want);
-    ASSERT_TRUE(store->ReadRows(refs).ok());
-    EXPECT_EQ(got, want) << "shard " << i;
+  for (TailFormat format : {TailFormat::kBlock, TailFormat::kCuckoo}) {
+    for (uint32_t i = 0; i < kShards; ++i) {
+      std::unique_ptr<RowStore> store = Open(ShardDir(i, format));
+      ASSERT_NE(store, nullptr);
+      EXPECT_EQ(store->shard_index(), i);
+      EXPECT_EQ(store->shard_map().n_shards, kShards);
+      std::vector<uint8_t> got, want;
+      std::vector<RowRef> refs = Refs(ShuffledRows(i, i), &got, &want);
+      ASSERT_TRUE(store->ReadRows(refs).ok());
+      EXPECT_EQ(got, want) << TailFormatName(format) << " shard " << i;
+    }
   }
+}
+
+TEST_F(RowStoreTest, CuckooTailIsReadThroughMmapOnly) {
+  // mmap_reads off is overridden (CuckooTables need the mapping) ...
+  std::unique_ptr<RowStore> store =
+      Open(ShardDir(2, TailFormat::kCuckoo), {.mmap_reads = false, .reader_threads = 2});
+  ASSERT_NE(store, nullptr);
+  std::vector<uint8_t> got, want;
+  std::vector<RowRef> refs = Refs(ShuffledRows(2, 4), &got, &want);
+  ASSERT_TRUE(store->ReadRows(refs).ok());
+  EXPECT_EQ(got, want);
+  // ... and O_DIRECT is refused, saying what to do.
+  absl::StatusOr<std::unique_ptr<RowStore>> direct =
+      RowStore::Open(ShardDir(2, TailFormat::kCuckoo), {.direct_io = true});
+  EXPECT_EQ(direct.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(direct.status().message().find("--tail-format block"), std::string::npos)
+      << direct.status();
+}
+
+TEST_F(RowStoreTest, CuckooRowChecksumCatchesADamagedRow) {
+  const std::string dir = CopyShard(1, TailFormat::kCuckoo);
+  // Find row (layer 0, row 4) of shard 1 in the table files and flip a byte
+  // in the middle of it: CuckooTables have no block checksums.
+  const uint32_t rb = static_cast<uint32_t>(table_->manifest().layers[0].row_bytes);
+  std::vector<uint8_t> row(rb);
+  ASSERT_TRUE(table_->ReadRow(0, 4, row.data()).ok());
+  bool flipped = false;
+  for (const auto& e : fs::directory_iterator(dir + "/" + kShardDbDir)) {
+    if (e.path().extension() != ".sst") continue;
+    absl::StatusOr<std::string> bytes = ReadFileToString(e.path().string());
+    ASSERT_TRUE(bytes.ok());
+    const size_t at = bytes->find(std::string(row.begin(), row.end()));
+    if (at == std::string::npos) continue;
+    ASSERT_TRUE(testing::FlipByte(e.path().string(), at + rb / 2).ok());
+    flipped = true;
+  }
+  ASSERT_TRUE(flipped);
+  std::unique_ptr<RowStore> store = Open(dir);
+  ASSERT_NE(store, nullptr);
+  std::vector<uint8_t> got(rb), want(rb);
+  const RowRef damaged[] = {{0, 4, got.data()}};
+  absl::Status s = store->ReadRows(damaged);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_NE(s.message().find("layer 0 row 4 fails its row checksum"), std::string::npos) << s;
+  // Its neighbours are intact.
+  for (uint64_t r : {1, 7, 10}) {
+    const RowRef ok[] = {{0, r, got.data()}};
+    ASSERT_TRUE(store->ReadRows(ok).ok()) << r;
+    ASSERT_TRUE(table_->ReadRow(0, r, want.data()).ok());
+    EXPECT_EQ(got, want) << r;
+  }
+}
+
+TEST_F(RowStoreTest, ShardJsonDecidesTheTailFormat) {
+  // Written before the choice existed: no tail_format means block.
+  std::string dir = CopyShard(0);
+  const std::string info_path = dir + "/" + kShardInfoFile;
+  absl::StatusOr<std::string> text = ReadFileToString(info_path);
+  ASSERT_TRUE(text.ok());
+  const size_t at = text->find(",\n    \"tail_format\": \"block\"");
+  ASSERT_NE(at, std::string::npos) << *text;
+  std::string old = *text;
+  old.erase(at, std::string(",\n    \"tail_format\": \"block\"").size());
+  ASSERT_TRUE(WriteFileAtomically(info_path, old).ok());
+  EXPECT_NE(Open(dir), nullptr);
+  // A shard.json claiming a cuckoo tail over block tables is refused.
+  absl::StatusOr<ShardInfo> info = ShardInfo::Load(info_path);
+  ASSERT_TRUE(info.ok());
+  info->tail_format = TailFormat::kCuckoo;
+  ASSERT_TRUE(info->Save(info_path).ok());
+  absl::StatusOr<std::unique_ptr<RowStore>> s = RowStore::Open(dir, {});
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition) << s.status();
+  EXPECT_NE(s.status().message().find("cuckoo tail"), std::string::npos) << s.status();
+  // An unknown format is named.
+  ASSERT_TRUE(WriteFileAtomically(info_path, absl::StrReplaceAll(*text, {{"\"block\"", "\"lsm\""}})).ok());
+  s = RowStore::Open(dir, {});
+  EXPECT_NE(s.status().message().find("tail format 'lsm'"), std::string::npos) << s.status();
 }
 
 TEST_F(RowStoreTest, DirectIoReadsTheSameBytes) {

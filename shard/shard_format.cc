@@ -1,11 +1,15 @@
 #include "shard/shard_format.h"
 
+#include <xxhash.h>
+
 #include <cctype>
+#include <climits>
 
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "rocksdb/cache.h"
+#include "rocksdb/memtablerep.h"
 #include "rocksdb/statistics.h"
 #include "rocksdb/table.h"
 #include "shard/file_util.h"
@@ -50,6 +54,22 @@ absl::Status Get(const json& j, const char* key, bool (json::*is)() const,
 
 }  // namespace
 
+const char* TailFormatName(TailFormat format) {
+  return format == TailFormat::kCuckoo ? "cuckoo" : "block";
+}
+
+absl::StatusOr<TailFormat> ParseTailFormat(std::string_view name) {
+  if (name == "block") return TailFormat::kBlock;
+  if (name == "cuckoo") return TailFormat::kCuckoo;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "tail format '", std::string(name), "' is neither 'block' (block-based tables: pread, mmap "
+      "or O_DIRECT) nor 'cuckoo' (CuckooTables read through mmap)"));
+}
+
+uint32_t RowChecksum(uint64_t key, const uint8_t* row, size_t n) {
+  return static_cast<uint32_t>(XXH3_64bits_withSeed(row, n, key));
+}
+
 absl::Status ShardInfo::Validate(const ShardMap& map) const {
   if (shard_index >= map.n_shards) {
     return Mismatch(absl::StrCat("shard_index ", shard_index,
@@ -85,7 +105,7 @@ bool ShardInfo::SameImport(const ShardInfo& other) const {
       source_checksum != other.source_checksum ||
       source_kind != other.source_kind ||
       profile_checksum != other.profile_checksum ||
-      layers.size() != other.layers.size()) {
+      tail_format != other.tail_format || layers.size() != other.layers.size()) {
     return false;
   }
   for (size_t l = 0; l < layers.size(); ++l) {
@@ -111,7 +131,8 @@ std::string ShardInfo::ToJson() const {
   j["source_checksum"] = source_checksum;
   j["import"] = {{"source_kind", source_kind},
                  {"source_path", source_path},
-                 {"profile_checksum", profile_checksum}};
+                 {"profile_checksum", profile_checksum},
+                 {"tail_format", TailFormatName(tail_format)}};
   return j.dump(2) + "\n";
 }
 
@@ -153,6 +174,13 @@ absl::StatusOr<ShardInfo> ShardInfo::FromJson(std::string_view text) {
   if (auto s = Get(*imp, "source_kind", &json::is_string, &info.source_kind); !s.ok()) return s;
   if (auto s = Get(*imp, "source_path", &json::is_string, &info.source_path); !s.ok()) return s;
   if (auto s = Get(*imp, "profile_checksum", &json::is_string, &info.profile_checksum); !s.ok()) return s;
+  if (imp->contains("tail_format")) {
+    std::string name;
+    if (auto s = Get(*imp, "tail_format", &json::is_string, &name); !s.ok()) return s;
+    absl::StatusOr<TailFormat> tail = ParseTailFormat(name);
+    if (!tail.ok()) return Bad(std::string(tail.status().message()));
+    info.tail_format = *tail;
+  }
   return info;
 }
 
@@ -232,6 +260,25 @@ rocksdb::Options ShardDbOptions(const ShardDbTuning& tuning) {
     // ~1.3% of a shard's CPU on a tail served from the page cache (perf).
     o.statistics->set_stats_level(rocksdb::StatsLevel::kExceptHistogramOrTimers);
   }
+  return o;
+}
+
+rocksdb::ColumnFamilyOptions CuckooRowsOptions(uint64_t memtable_bytes) {
+  rocksdb::ColumnFamilyOptions o;
+  rocksdb::CuckooTableOptions t;  // 90% full tables, two hash functions
+  t.cuckoo_block_size = 1;
+  t.hash_table_ratio = 0.75;
+  o.table_factory.reset(rocksdb::NewCuckooTableFactory(t));
+  o.compression = rocksdb::kNoCompression;
+  o.bottommost_compression = rocksdb::kNoCompression;
+  o.disable_auto_compactions = true;
+  // Rows arrive sorted: a vector memtable appends, and sorts once at flush.
+  o.memtable_factory = std::make_shared<rocksdb::VectorRepFactory>();
+  o.write_buffer_size = static_cast<size_t>(memtable_bytes);
+  o.max_write_buffer_number = 2;
+  // Flushed tables stay in level 0 (nothing compacts them): never stall.
+  o.level0_slowdown_writes_trigger = INT_MAX;
+  o.level0_stop_writes_trigger = INT_MAX;
   return o;
 }
 

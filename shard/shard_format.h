@@ -3,7 +3,8 @@
 //
 //   shard_map.json   the table's partitioning (ShardMap)
 //   shard.json       which shard this is and what it holds (ShardInfo)
-//   rocksdb/         the rows: key ShardKey(layer, row), value the stored row;
+//   rocksdb/         the rows: key ShardKey(layer, row), value the stored row
+//                    (in the tail format of shard.json, TailFormat below);
 //                    plus one StoreIdentity record
 //   hot_profile.bin  optional access counts (shard/hot_profile.h)
 //
@@ -30,6 +31,33 @@ inline constexpr char kHotProfileFile[] = "hot_profile.bin";
 inline constexpr char kShardFormat[] = "engram-shard";
 inline constexpr int kShardFormatVersion = 1;
 
+// How a shard's rows sit in its RocksDB, chosen at import
+// (`engramctl import --tail-format`) and recorded in shard.json:
+//
+//   kBlock   the default column family holds rows and identity record in
+//            block-based tables (4 KiB blocks, XXH3 block checksums): read
+//            with pread, mmap or O_DIRECT; suits a tail larger than RAM.
+//   kCuckoo  rows in column family kRowsColumnFamily as CuckooTables (one
+//            hash probe a row, read through mmap only, so not with
+//            --direct-io), each value the row followed by its
+//            RowChecksum (the format has no block checksums); the identity
+//            record alone in the default column family (block-based). About
+//            5x less CPU a row than kBlock when the page cache holds the
+//            tail (docs/table-format.md).
+enum class TailFormat { kBlock, kCuckoo };
+
+inline constexpr char kRowsColumnFamily[] = "rows";
+inline constexpr size_t kRowChecksumBytes = 4;
+
+// "block" / "cuckoo".
+const char* TailFormatName(TailFormat format);
+// InvalidArgument naming the accepted values for anything else.
+absl::StatusOr<TailFormat> ParseTailFormat(std::string_view name);
+
+// The checksum a cuckoo row carries after its bytes (little-endian): the
+// low 32 bits of XXH3-64 over the row, seeded with its key.
+uint32_t RowChecksum(uint64_t key, const uint8_t* row, size_t n);
+
 // What one shard directory holds. A plain value type.
 struct ShardInfo {
   struct Layer {
@@ -49,6 +77,9 @@ struct ShardInfo {
   // (and an equal shard map) is a no-op.
   std::string source_kind;      // "table" or "gguf"
   std::string profile_checksum; // of the --profile-trace file; "" = none
+  // "import.tail_format" in shard.json; absent (shards written before the
+  // choice existed) = kBlock.
+  TailFormat tail_format = TailFormat::kBlock;
   // Informational: where the rows came from.
   std::string source_path;
 
@@ -99,6 +130,11 @@ struct ShardDbTuning {
 // uncompressed blocks with XXH3 checksums, a binary-search index held by the
 // table reader, no filter, all table readers kept open, auto compactions off.
 rocksdb::Options ShardDbOptions(const ShardDbTuning& tuning);
+
+// The options of a kCuckoo shard's rows column family: CuckooTables,
+// uncompressed, written through memtables of `memtable_bytes` (each flush
+// one table; the DB needs allow_mmap_reads to read them).
+rocksdb::ColumnFamilyOptions CuckooRowsOptions(uint64_t memtable_bytes);
 
 }  // namespace engram
 

@@ -18,6 +18,10 @@ ABSL_FLAG(std::string, gguf, "", "import: a DeepSeek-V4.1 GGUF file to shard ins
 ABSL_FLAG(std::string, shards, "",
           "import: the number of shards K; lookup: the shard addresses, shard 0 "
           "first, comma-separated, replicas of one shard joined by '|'");
+ABSL_FLAG(std::string, tail_format, "block",
+          "import: how the rows are stored: block (block-based tables; any size, works "
+          "with engram-shard --direct-io) or cuckoo (CuckooTables read through mmap, "
+          "~5x less CPU a row when the page cache holds the tail)");
 ABSL_FLAG(int32_t, shard_index, -1, "import: which shard to build, 0..shards-1");
 ABSL_FLAG(std::string, profile_trace, "",
           "import: token trace (one sequence per line) for the hot-row profile");
@@ -53,6 +57,9 @@ int ImportCommand(const std::vector<std::string>& args) {
                              " (got ", index, ")"));
   }
   if (o.out_dir.empty()) return Fail("import needs --out DIR (the shard directory to create)");
+  absl::StatusOr<TailFormat> tail = ParseTailFormat(absl::GetFlag(FLAGS_tail_format));
+  if (!tail.ok()) return Fail(absl::StrCat("import: --tail-format: ", tail.status().message()));
+  o.tail_format = *tail;
   o.n_shards = static_cast<uint32_t>(shards);
   o.shard_index = static_cast<uint32_t>(index);
 
@@ -67,9 +74,9 @@ int ImportCommand(const std::vector<std::string>& args) {
     std::printf("import: already imported: %s holds %s\n", o.out_dir.c_str(), what.c_str());
     return 0;
   }
-  std::printf("import: wrote %s to %s (%llu rows, %d SST files%s)\n", what.c_str(),
+  std::printf("import: wrote %s to %s (%llu rows, %d SST files, %s tail%s)\n", what.c_str(),
               o.out_dir.c_str(), static_cast<unsigned long long>(r->rows_written),
-              r->sst_files,
+              r->sst_files, TailFormatName(o.tail_format),
               o.profile_trace.empty()
                   ? ""
                   : absl::StrCat(", ", r->profile_rows, " profiled rows").c_str());
