@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "common/metrics/exposer.h"
@@ -135,6 +136,8 @@ absl::Status ShardServer::OpenData(const ShardServerOptions& options) {
   store_options.reader_threads = options.reader_threads;
   auto store = RowStore::Open(options.db_dir, store_options);
   if (!store.ok()) {
+    // Most of RowStore's errors name the directory already.
+    if (absl::StrContains(store.status().message(), options.db_dir)) return store.status();
     return Annotate(store.status(),
                     absl::StrCat("shard directory ", options.db_dir, ": "));
   }

@@ -303,11 +303,16 @@ TEST_F(ShardServerTest, RefusesDataThatDoesNotMatchItsShardMap) {
   options.db_dir = dir;
   auto server = ShardServer::Start(options);
   ASSERT_FALSE(server.ok());
-  EXPECT_NE(server.status().message().find(dir), std::string::npos)
-      << server.status();
+  const std::string message(server.status().message());
+  const size_t at = message.find(dir);
+  EXPECT_NE(at, std::string::npos) << message;
+  EXPECT_EQ(message.find(dir, at + dir.size()), std::string::npos) << "named twice: " << message;
 
   options.db_dir = copy.path() + "/missing";
-  EXPECT_FALSE(ShardServer::Start(options).ok());
+  server = ShardServer::Start(options);
+  ASSERT_FALSE(server.ok());
+  EXPECT_NE(server.status().message().find(options.db_dir), std::string::npos)
+      << server.status();
 }
 
 // A flipped byte in an SST file: every lookup either fails with DATA_LOSS
