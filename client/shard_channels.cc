@@ -78,6 +78,16 @@ ShardChannels::ShardChannels(
       replicas_[s].push_back(std::move(r));
     }
   }
+  completions_ = std::thread([this] {
+    void* tag = nullptr;
+    bool ok = false;
+    while (cq_.Next(&tag, &ok)) static_cast<CqTag*>(tag)->Complete(ok);
+  });
+}
+
+ShardChannels::~ShardChannels() {
+  cq_.Shutdown();
+  completions_.join();
 }
 
 std::string ShardChannels::Describe(int shard) const {
@@ -102,6 +112,7 @@ ShardRpc::ShardRpc(ShardChannels* channels, RpcCounters* counters,
       decode_(std::move(decode)),
       on_done_(std::move(on_done)),
       on_quiet_(std::move(on_quiet)) {
+  hedge_tag_.rpc = this;
   attempts_.reserve(static_cast<size_t>(channels_->n_replicas(shard)));
 }
 
@@ -111,6 +122,7 @@ ShardRpc::Attempt* ShardRpc::NextAttemptLocked() {
   const int n = channels_->n_replicas(shard_);
   if (tried_ >= n) return nullptr;
   auto a = std::make_unique<Attempt>();
+  a->rpc = this;
   a->replica = (next_replica_ + tried_) % n;
   ++tried_;
   attempts_.push_back(std::move(a));
@@ -132,8 +144,8 @@ void ShardRpc::Start(const RpcPolicy& policy, int first_replica) {
   counters_->rpcs.fetch_add(1, std::memory_order_relaxed);
   counters_->bytes_sent.fetch_add(request_.Length(), std::memory_order_relaxed);
   if (arm) {
-    alarm_.Set(absl::ToChronoTime(absl::Now() + policy.hedge_delay),
-               [this](bool fired) { OnHedgeAlarm(fired); });
+    alarm_.Set(channels_->cq(), absl::ToChronoTime(absl::Now() + policy.hedge_delay),
+               &hedge_tag_);
   }
   Launch(a);
 }
@@ -142,10 +154,10 @@ void ShardRpc::Launch(Attempt* a) {
   const absl::Time now = absl::Now();
   a->start = now;
   a->context.set_deadline(absl::ToChronoTime(now + policy_.deadline));
-  channels_->Stub(shard_, a->replica)
-      ->UnaryCall(&a->context, kLookupMethod, grpc::StubOptions(), &request_,
-                  &a->response,
-                  [this, a](grpc::Status s) { OnAttemptDone(a, s); });
+  a->call = channels_->Stub(shard_, a->replica)
+                ->PrepareUnaryCall(&a->context, kLookupMethod, request_, channels_->cq());
+  a->call->StartCall();
+  a->call->Finish(&a->response, &a->status, a);
 }
 
 void ShardRpc::OnAttemptDone(Attempt* a, const grpc::Status& status) {

@@ -12,12 +12,14 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "grpcpp/alarm.h"
 #include "grpcpp/client_context.h"
+#include "grpcpp/completion_queue.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/support/byte_buffer.h"
 
@@ -49,11 +51,25 @@ struct ChannelOptions {
   absl::Duration max_reconnect_backoff = absl::Seconds(2);
 };
 
-// Owns the channels. Thread-safe; immutable after construction.
+// A completion of ShardChannels' queue: an RPC attempt or an alarm.
+class CqTag {
+ public:
+  virtual void Complete(bool ok) = 0;
+
+ protected:
+  ~CqTag() = default;
+};
+
+// Owns the channels and one completion queue for every RPC and alarm made
+// on them, drained by one thread of its own: a response is read from the
+// socket and handed to its RPC by the same thread, with no hand-off
+// between threads. Thread-safe; immutable after construction.
+// REQUIRES: every RPC has finished before destruction.
 class ShardChannels {
  public:
   ShardChannels(const std::vector<std::vector<std::string>>& addresses,
                 const ChannelOptions& options);
+  ~ShardChannels();
 
   int n_shards() const { return static_cast<int>(replicas_.size()); }
   int n_replicas(int shard) const {
@@ -66,6 +82,8 @@ class ShardChannels {
   std::string Describe(int shard) const;
   // A stub of the replica, round-robin over its channels.
   grpc::GenericStub* Stub(int shard, int replica);
+  // The queue; each tag put on it must be a CqTag.
+  grpc::CompletionQueue* cq() { return &cq_; }
 
  private:
   struct Replica {
@@ -74,6 +92,8 @@ class ShardChannels {
   };
   std::vector<std::vector<std::string>> addresses_;
   std::vector<std::vector<std::unique_ptr<Replica>>> replicas_;
+  grpc::CompletionQueue cq_;
+  std::thread completions_;
 };
 
 struct RpcPolicy {
@@ -83,7 +103,8 @@ struct RpcPolicy {
 };
 
 // One Lookup of one shard's chunk of a step, with its attempts. Created and
-// started by the step; `on_done` runs exactly once, on a gRPC thread, with
+// started by the step; `on_done` runs exactly once, on the channels'
+// completion thread, with
 // OK after `decode` accepted a response, or the error of the last attempt.
 // The object must outlive Quiet() returning true; Cancel() hurries it.
 class ShardRpc {
@@ -106,11 +127,19 @@ class ShardRpc {
   absl::Duration latency() const { return latency_; }
 
  private:
-  struct Attempt {
+  struct Attempt final : CqTag {
+    ShardRpc* rpc = nullptr;
     grpc::ClientContext context;
+    std::unique_ptr<grpc::GenericClientAsyncResponseReader> call;
     grpc::ByteBuffer response;
+    grpc::Status status;
     int replica = 0;
     absl::Time start;
+    void Complete(bool) override { rpc->OnAttemptDone(this, status); }
+  };
+  struct HedgeTag final : CqTag {
+    ShardRpc* rpc = nullptr;
+    void Complete(bool fired) override { rpc->OnHedgeAlarm(fired); }
   };
   // REQUIRES: mu_ held. Reserves the next replica's attempt; nullptr when
   // every replica was tried.
@@ -142,6 +171,7 @@ class ShardRpc {
   absl::Status last_error_;
   absl::Duration latency_;
   grpc::Alarm alarm_;
+  HedgeTag hedge_tag_;
 };
 
 }  // namespace engram
