@@ -7,7 +7,7 @@
 # DEMO_TOKENS (real | zipf, default real), DEMO_DIR (work dir, default
 # BUILD_DIR/demo), DEMO_SHARDS (default 3), DEMO_BLOCK_US (default 500),
 # DEMO_DECODE_STEPS (default 150), DEMO_RAM_SHARE (hot tier share of each
-# shard, percent, default 25), DEMO_TAIL (engramctl import --tail-format:
+# shard's row bytes, percent, default 25), DEMO_TAIL (engramctl import --tail-format:
 # cuckoo, the default, for a tail the page cache holds, or block).
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -63,9 +63,11 @@ cleanup() {
 }
 trap cleanup EXIT
 addrs=(); mports=()
+# The RAM budget is a share of a shard's row bytes (not of its files, whose
+# size depends on the tail format).
+bytes=$(( $(stat -c %s "$dir/table/rows.safetensors") / shards ))
+budget=$((bytes * ram_share / 100))
 for ((i = 0; i < shards; i++)); do
-  bytes=$(du -sb "$dir/shard-$i/rocksdb" | cut -f1)
-  budget=$((bytes * ram_share / 100))
   "$bin/engram-shard" --db "$dir/shard-$i" --listen 127.0.0.1:0 --metrics-port 0 \
     --ram-budget "$budget" > "$dir/shard-$i.log" 2> "$dir/shard-$i.err" &
   pids+=($!)
