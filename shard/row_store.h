@@ -2,9 +2,11 @@
 // point-lookup load.
 //
 // A shard directory (written by `engramctl import`) holds shard_map.json,
-// shard.json (which shard this is, per-layer checksums) and rocksdb/. Keys
-// are 8-byte big-endian (layer << 48 | row_id), values the row's stored
-// bytes. See docs/table-format.md for the RocksDB choices.
+// shard.json (which shard this is, per-layer checksums, the tail format)
+// and rocksdb/. Keys are 8-byte big-endian (layer << 48 | row_id), values
+// the row's stored bytes, in block-based tables or, for a cuckoo tail, in
+// CuckooTables with a checksum after each row (TailFormat,
+// shard/shard_format.h). See docs/table-format.md for the RocksDB choices.
 #ifndef ENGRAM_SHARD_ROW_STORE_H_
 #define ENGRAM_SHARD_ROW_STORE_H_
 
@@ -24,11 +26,12 @@ namespace engram {
 
 struct RowStoreOptions {
   // Read SST files with O_DIRECT so the page cache does not hide the disk.
+  // Block tails only: Open refuses it for a cuckoo tail.
   bool direct_io = false;
   // Without direct_io: read SST files through mmap instead of pread (no
   // syscall and no copy per block; ~10% less shard CPU on a tail served
   // from the page cache, docs/benchmarks.md). Block checksums are verified
-  // either way.
+  // either way. A cuckoo tail is always read through mmap.
   bool mmap_reads = true;
   // Threads that issue MultiGets; a request's misses are split over them so
   // the disk sees a deep queue (Debian's RocksDB has no io_uring).
@@ -52,7 +55,8 @@ class RowStore {
   // Opens a shard directory read-only. NotFound without shard_map.json or
   // shard.json; FailedPrecondition when a file is malformed or (naming both
   // sides) when they disagree with each other or with the DB's identity
-  // record, entry count, or first and last row of a layer.
+  // record, entry count, or first and last row of a layer, or for direct_io
+  // on a cuckoo tail.
   static absl::StatusOr<std::unique_ptr<RowStore>> Open(
       const std::string& shard_dir, const RowStoreOptions& options);
   virtual ~RowStore() = default;
@@ -62,8 +66,8 @@ class RowStore {
 
   // Reads every ref (callers validate that each row belongs to this shard
   // and its layer exists; a ref that does not is INVALID_ARGUMENT, checked
-  // before any read). A missing key, a wrong-size value or a block checksum
-  // mismatch is DATA_LOSS naming the row; on error the destinations'
+  // before any read). A missing key, a wrong-size value or a block (or
+  // row) checksum mismatch is DATA_LOSS naming the row; on error the destinations'
   // contents are unspecified. Refs may repeat and come in any order. Blocks
   // until done; the calling thread reads too.
   virtual absl::Status ReadRows(std::span<const RowRef> refs) = 0;
