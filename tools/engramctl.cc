@@ -49,6 +49,7 @@ constexpr char kUsage[] =
     "                            write a deterministic synthetic table\n"
     "  import --table DIR | --gguf FILE --shards K --shard-index I --out DIR\n"
     "         [--profile-trace FILE] [--table-version N (GGUF only)]\n"
+    "         [--tail-format block|cuckoo]\n"
     "                            build shard I of K (RocksDB) from a table\n"
     "  layout --from-gguf FILE [--out FILE]\n"
     "                            write the hash layout JSON a client needs\n"
