@@ -67,6 +67,9 @@ ABSL_FLAG(int32_t, shard_reader_threads, 0,
 ABSL_FLAG(std::string, format, "bf16", "how the loop gathers rows: bf16, f32 or raw");
 ABSL_FLAG(int32_t, channels_per_replica, 1, "ClientOptions::channels_per_replica");
 ABSL_FLAG(uint32_t, max_rows_per_rpc, 16384, "ClientOptions::max_rows_per_rpc");
+ABSL_FLAG(bool, http2_bdp_probe, false,
+          "ClientOptions::http2_bdp_probe (off here: a latency-bound decode loop; on "
+          "brings back ~10 ms stalls on 1-5% of steps with several shards)");
 ABSL_FLAG(bool, realtime_loop, true,
           "run the loop thread under SCHED_FIFO so the simulated compute ends on time");
 ABSL_FLAG(std::string, shard_binary, "", "engram-shard (default: next to this binary)");
@@ -140,6 +143,7 @@ absl::StatusOr<RunOutcome> RunOne(const Env& env, const RunSpec& spec) {
   for (const std::string& a : (*dep)->addresses()) co.shard_addresses.push_back({a});
   co.channels_per_replica = absl::GetFlag(FLAGS_channels_per_replica);
   co.max_rows_per_rpc = absl::GetFlag(FLAGS_max_rows_per_rpc);
+  co.http2_bdp_probe = absl::GetFlag(FLAGS_http2_bdp_probe);
   co.local_cache_bytes = local_cache_bytes;
   if (co.local_cache_bytes > 0) co.local_cache_profiles = (*dep)->hot_profiles();
   absl::StatusOr<std::unique_ptr<EngramClient>> client = EngramClient::Create(co);
@@ -290,6 +294,7 @@ int Run() {
   report.vocab = absl::GetFlag(FLAGS_vocab);
   report.hot_pct = absl::GetFlag(FLAGS_hot_pct);
   report.tail_format = TailFormatName(env->tail_format);
+  report.http2_bdp_probe = absl::GetFlag(FLAGS_http2_bdp_probe);
   report.layer_blocks = env->table->manifest().layout.engram_layer_ids;
   report.blocks = absl::GetFlag(FLAGS_blocks);
   report.batch = absl::GetFlag(FLAGS_batch);

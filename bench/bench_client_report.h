@@ -41,6 +41,7 @@ struct ReportSetup {
   int64_t vocab = 0;
   double hot_pct = 0;
   std::string tail_format;  // engramctl import --tail-format of the shards
+  bool http2_bdp_probe = false;  // ClientOptions::http2_bdp_probe
   std::vector<int64_t> layer_blocks;
   int blocks = 0;
   int batch = 0;

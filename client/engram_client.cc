@@ -130,6 +130,11 @@ absl::StatusOr<std::unique_ptr<EngramClient>> EngramClient::Create(
   if (options.max_rows_per_rpc == 0) {
     return absl::InvalidArgumentError("max_rows_per_rpc must be positive");
   }
+  if (!options.http2_bdp_probe && options.http2_window_bytes < (64u << 10)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "http2_window_bytes is ", options.http2_window_bytes,
+        "; with http2_bdp_probe off it must be at least 65536 (HTTP/2's default)"));
+  }
   absl::StatusOr<std::unique_ptr<NgramHasher>> hasher =
       NgramHasher::Create(manifest->layout);
   if (!hasher.ok()) return hasher.status();
@@ -148,6 +153,8 @@ absl::StatusOr<std::unique_ptr<EngramClient>> EngramClient::Create(
   ChannelOptions ch;
   ch.channels_per_replica = c.options.channels_per_replica;
   ch.max_reconnect_backoff = c.options.max_reconnect_backoff;
+  ch.http2_bdp_probe = c.options.http2_bdp_probe;
+  ch.http2_window_bytes = c.options.http2_window_bytes;
   c.channels = std::make_unique<ShardChannels>(addrs, ch);
   auto client = std::unique_ptr<EngramClient>(new EngramClient(std::move(impl)));
   if (c.options.metrics_registry != nullptr) {

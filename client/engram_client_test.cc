@@ -218,9 +218,11 @@ TEST(Client, MultiLayerRequestsCutAtTheRowLimitKeepEveryRow) {
     const ClientStats st = (*client)->stats();
     EXPECT_EQ(st.failed_rpcs, 0u);
     EXPECT_EQ(st.rows_fetched, st.unique_rows);
-    // Two channels: a big step's rows per shard go as two RPCs.
+    // Two channels: a big step's rows per shard go as two RPCs. Without
+    // HTTP/2 bandwidth probing (a fixed window), the same rows.
     ClientOptions two = o;
     two.channels_per_replica = 2;
+    two.http2_bdp_probe = pipeline;
     auto client2 = EngramClient::Create(two);
     ASSERT_TRUE(client2.ok()) << client2.status();
     RunGeneration(**client2, 16, 100, 1, 12);
@@ -381,6 +383,14 @@ TEST(Client, BadInputIsRefusedAndChangesNothing) {
 
   ClientOptions o = BaseOptions({{"127.0.0.1:1"}});
   EXPECT_EQ(EngramClient::Create(o).status().code(), absl::StatusCode::kInvalidArgument);
+
+  o = BaseOptions(addrs);
+  o.http2_bdp_probe = false;
+  o.http2_window_bytes = 4096;
+  absl::StatusOr<std::unique_ptr<EngramClient>> small = EngramClient::Create(o);
+  EXPECT_EQ(small.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(small.status().message().find("http2_window_bytes"), std::string::npos)
+      << small.status();
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "client/shard_channels.h"
 
 #include <algorithm>
+#include <climits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -71,6 +72,11 @@ ShardChannels::ShardChannels(
         // Each channel its own TCP connection.
         args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
         args.SetInt("engram.channel_index", c);
+        if (!options.http2_bdp_probe) {
+          args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+          args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES,
+                      static_cast<int>(std::min<uint32_t>(options.http2_window_bytes, INT32_MAX)));
+        }
         r->stubs.push_back(std::make_unique<grpc::GenericStub>(
             grpc::CreateCustomChannel(addr, grpc::InsecureChannelCredentials(),
                                       args)));

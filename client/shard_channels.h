@@ -49,6 +49,9 @@ class LatencyWindow {
 struct ChannelOptions {
   int channels_per_replica = 1;
   absl::Duration max_reconnect_backoff = absl::Seconds(2);
+  // ClientOptions::http2_bdp_probe and http2_window_bytes.
+  bool http2_bdp_probe = true;
+  uint32_t http2_window_bytes = 16 << 20;
 };
 
 // A completion of ShardChannels' queue: an RPC attempt or an alarm.

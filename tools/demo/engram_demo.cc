@@ -35,6 +35,8 @@ ABSL_FLAG(int32_t, blocks, 40, "simulated transformer blocks per step");
 ABSL_FLAG(int32_t, block_us, 500, "simulated compute per block, microseconds");
 ABSL_FLAG(int32_t, verify_per_layer, 64, "rows verified per layer per step");
 ABSL_FLAG(uint64_t, seed, 1, "seed of the verification sample");
+ABSL_FLAG(bool, http2_bdp_probe, false,
+          "ClientOptions::http2_bdp_probe (off: no ~10 ms stalls on decode steps)");
 ABSL_FLAG(bool, realtime_loop, true,
           "run the simulated model's thread under SCHED_FIFO, so CPU contention "
           "from the shards cannot stretch its blocks and hide fetch time");
@@ -66,6 +68,7 @@ int Run() {
   ClientOptions o;
   o.table_dir = absl::GetFlag(FLAGS_table);
   o.shard_map_path = absl::GetFlag(FLAGS_shard_map);
+  o.http2_bdp_probe = absl::GetFlag(FLAGS_http2_bdp_probe);
   for (absl::string_view s : absl::StrSplit(absl::GetFlag(FLAGS_shards), ',', absl::SkipEmpty())) {
     o.shard_addresses.push_back(absl::StrSplit(s, '|', absl::SkipEmpty()));
   }
