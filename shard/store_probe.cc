@@ -110,39 +110,57 @@ rocksdb::Options VariantOptions(const Variant& v, bool direct) {
   return o;
 }
 
-bool Probe(const Variant& v, const std::string& dir, uint64_t rows, int reads) {
-  (void)RemoveTree(dir);
-  const std::string sst = dir + ".sst";
-  {
-    rocksdb::Options o = VariantOptions(v, false);
-    rocksdb::SstFileWriter w(rocksdb::EnvOptions(), o);
-    if (!Check(w.Open(sst), "open sst")) return false;
-    std::vector<uint8_t> buf(4096 * kRowBytes);
+// Writes `rows` synthetic rows into a new DB at `dir` with options `o`:
+// through SstFileWriter and ingestion, or (for table formats that cannot be
+// ingested) through the memtable and one flush.
+bool WriteRows(const rocksdb::Options& o, const std::string& dir, uint64_t rows, bool ingest) {
+  std::vector<uint8_t> buf(4096 * kRowBytes);
+  auto for_rows = [&](auto&& put) {
     for (uint64_t first = 0; first < rows; first += 4096) {
       const uint64_t n = std::min<uint64_t>(4096, rows - first);
       GenerateRows(1, 0, first, n, 256, 32, buf.data());
       for (uint64_t i = 0; i < n; ++i) {
         char k[kShardKeyBytes];
         EncodeShardKey(ShardKey(0, first + i), k);
-        if (!Check(w.Put(rocksdb::Slice(k, 8),
-                         rocksdb::Slice(reinterpret_cast<char*>(buf.data()) + i * kRowBytes,
-                                        kRowBytes)),
-                   "put")) {
+        if (!put(rocksdb::Slice(k, sizeof(k)),
+                 rocksdb::Slice(reinterpret_cast<char*>(buf.data()) + i * kRowBytes, kRowBytes))) {
           return false;
         }
       }
     }
-    if (!Check(w.Finish(), "finish")) return false;
-    o.create_if_missing = true;
-    rocksdb::DB* db = nullptr;
-    if (!Check(rocksdb::DB::Open(o, dir, &db), "open")) return false;
-    rocksdb::IngestExternalFileOptions ingest;
-    ingest.move_files = true;
-    const bool ok = Check(db->IngestExternalFile({sst}, ingest), "ingest");
-    db->Close();
-    delete db;
-    if (!ok) return false;
+    return true;
+  };
+  rocksdb::Options wo = o;
+  wo.create_if_missing = true;
+  if (!ingest) wo.write_buffer_size = static_cast<size_t>(rows) * (kRowBytes + 64) + (64 << 20);
+  rocksdb::DB* db = nullptr;
+  if (!Check(rocksdb::DB::Open(wo, dir, &db), "open")) return false;
+  std::unique_ptr<rocksdb::DB> owned(db);
+  if (ingest) {
+    const std::string sst = dir + ".sst";
+    rocksdb::SstFileWriter w(rocksdb::EnvOptions(), o);
+    if (!Check(w.Open(sst), "open sst")) return false;
+    if (!for_rows([&](const rocksdb::Slice& k, const rocksdb::Slice& v) {
+          return Check(w.Put(k, v), "put");
+        }) ||
+        !Check(w.Finish(), "finish")) {
+      return false;
+    }
+    rocksdb::IngestExternalFileOptions move;
+    move.move_files = true;
+    return Check(db->IngestExternalFile({sst}, move), "ingest");
   }
+  rocksdb::WriteOptions no_wal;
+  no_wal.disableWAL = true;
+  return for_rows([&](const rocksdb::Slice& k, const rocksdb::Slice& v) {
+           return Check(db->Put(no_wal, k, v), "put");
+         }) &&
+         Check(db->Flush(rocksdb::FlushOptions()), "flush");
+}
+
+bool Probe(const Variant& v, const std::string& dir, uint64_t rows, int reads) {
+  (void)RemoveTree(dir);
+  if (!WriteRows(VariantOptions(v, false), dir, rows, /*ingest=*/true)) return false;
   rocksdb::Options o = VariantOptions(v, true);
   rocksdb::DB* raw = nullptr;
   if (!Check(rocksdb::DB::OpenForReadOnly(o, dir, &raw), "open ro")) return false;
@@ -237,57 +255,11 @@ const Format kFormats[] = {
      false},
 };
 
-bool WriteRows(const Format& f, const rocksdb::Options& o, const std::string& dir,
-               uint64_t rows) {
-  std::vector<uint8_t> buf(4096 * kRowBytes);
-  auto for_rows = [&](auto&& put) {
-    for (uint64_t first = 0; first < rows; first += 4096) {
-      const uint64_t n = std::min<uint64_t>(4096, rows - first);
-      GenerateRows(1, 0, first, n, 256, 32, buf.data());
-      for (uint64_t i = 0; i < n; ++i) {
-        char k[kShardKeyBytes];
-        EncodeShardKey(ShardKey(0, first + i), k);
-        if (!put(rocksdb::Slice(k, sizeof(k)),
-                 rocksdb::Slice(reinterpret_cast<char*>(buf.data()) + i * kRowBytes, kRowBytes))) {
-          return false;
-        }
-      }
-    }
-    return true;
-  };
-  rocksdb::Options wo = o;
-  wo.create_if_missing = true;
-  wo.write_buffer_size = static_cast<size_t>(rows) * (kRowBytes + 64) + (64 << 20);
-  rocksdb::DB* db = nullptr;
-  if (!Check(rocksdb::DB::Open(wo, dir, &db), "open")) return false;
-  std::unique_ptr<rocksdb::DB> owned(db);
-  if (f.ingest) {
-    const std::string sst = dir + ".sst";
-    rocksdb::SstFileWriter w(rocksdb::EnvOptions(), o);
-    if (!Check(w.Open(sst), "open sst")) return false;
-    if (!for_rows([&](const rocksdb::Slice& k, const rocksdb::Slice& v) {
-          return Check(w.Put(k, v), "put");
-        }) ||
-        !Check(w.Finish(), "finish")) {
-      return false;
-    }
-    rocksdb::IngestExternalFileOptions ingest;
-    ingest.move_files = true;
-    return Check(db->IngestExternalFile({sst}, ingest), "ingest");
-  }
-  rocksdb::WriteOptions no_wal;
-  no_wal.disableWAL = true;
-  return for_rows([&](const rocksdb::Slice& k, const rocksdb::Slice& v) {
-           return Check(db->Put(no_wal, k, v), "put");
-         }) &&
-         Check(db->Flush(rocksdb::FlushOptions()), "flush");
-}
-
 bool ProbePageCache(const Format& f, const std::string& dir, uint64_t rows, int reads) {
   (void)RemoveTree(dir);
   rocksdb::Options o = ShardDbOptions({.mmap_reads = true});
   f.tweak(o);
-  if (!WriteRows(f, o, dir, rows)) return false;
+  if (!WriteRows(o, dir, rows, f.ingest)) return false;
   rocksdb::DB* raw = nullptr;
   if (!Check(rocksdb::DB::OpenForReadOnly(o, dir, &raw), "open ro")) return false;
   std::unique_ptr<rocksdb::DB> db(raw);
