@@ -1,6 +1,5 @@
 #include "shard/row_sink.h"
 
-#include <cstring>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -125,10 +124,7 @@ class CuckooSink final : public RowSink {
       if (auto s = Flush(handles_[1]); !s.ok()) return s;
     }
     layer_ = layer;
-    value_.resize(n + kRowChecksumBytes);
-    std::memcpy(value_.data(), row, n);
-    const uint32_t sum = RowChecksum(key, row, n);
-    for (size_t i = 0; i < kRowChecksumBytes; ++i) value_[n + i] = static_cast<char>(sum >> (8 * i));
+    EncodeCuckooValue(key, row, n, &value_);
     char k[kShardKeyBytes];
     if (auto s = FromRocks(db_->Put(write_, handles_[1], KeySlice(key, k),
                                     rocksdb::Slice(value_.data(), value_.size())),

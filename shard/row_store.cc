@@ -46,15 +46,6 @@ struct Scratch {
   explicit Scratch(size_t batch) : keys(batch), values(batch), statuses(batch) {}
 };
 
-// A kCuckoo value: the row's n bytes, then its RowChecksum little-endian.
-bool StoredChecksumMatches(uint64_t key, const char* value, size_t n) {
-  uint32_t stored = 0;
-  for (size_t i = 0; i < kRowChecksumBytes; ++i) {
-    stored |= uint32_t{static_cast<uint8_t>(value[n + i])} << (8 * i);
-  }
-  return stored == RowChecksum(key, reinterpret_cast<const uint8_t*>(value), n);
-}
-
 class RowStoreImpl final : public RowStore {
  public:
   RowStoreImpl(std::unique_ptr<rocksdb::DB> db, std::vector<rocksdb::ColumnFamilyHandle*> cfs,
@@ -241,7 +232,7 @@ absl::Status RowStoreImpl::ReadChunk(Request& req, size_t begin, size_t end,
     const uint32_t rb = map_.row_bytes[layer];
     const size_t want = rb + (row_checksums_ ? kRowChecksumBytes : 0);
     const bool intact = st.ok() && v.size() == want &&
-                        (!row_checksums_ || StoredChecksumMatches(item.key, v.data(), rb));
+                        (!row_checksums_ || CuckooValueIntact(item.key, v.data(), rb));
     if (intact) {
       std::memcpy(item.dst, v.data(), rb);
     } else if (first_error.ok()) {
@@ -346,7 +337,7 @@ absl::Status CheckStore(rocksdb::DB& db, std::span<rocksdb::ColumnFamilyHandle* 
       s = db.Get(rocksdb::ReadOptions(), cfs.back(), rocksdb::Slice(kbuf, sizeof(kbuf)), &value);
       const size_t rb = map.row_bytes[l];
       if (!s.ok() || value.size() != rb + (cuckoo ? kRowChecksumBytes : 0) ||
-          (cuckoo && !StoredChecksumMatches(ShardKey(l, row), value.data(), rb))) {
+          (cuckoo && !CuckooValueIntact(ShardKey(l, row), value.data(), rb))) {
         return Refuse(dir, absl::StrCat("layer ", l, " row ", row,
                                         " is missing, has the wrong size or is damaged (",
                                         s.ToString(), ")"));

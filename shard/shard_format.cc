@@ -4,6 +4,7 @@
 
 #include <cctype>
 #include <climits>
+#include <cstring>
 
 #include <nlohmann/json.hpp>
 
@@ -68,6 +69,21 @@ absl::StatusOr<TailFormat> ParseTailFormat(std::string_view name) {
 
 uint32_t RowChecksum(uint64_t key, const uint8_t* row, size_t n) {
   return static_cast<uint32_t>(XXH3_64bits_withSeed(row, n, key));
+}
+
+void EncodeCuckooValue(uint64_t key, const uint8_t* row, size_t n, std::string* value) {
+  value->resize(n + kRowChecksumBytes);
+  std::memcpy(value->data(), row, n);
+  const uint32_t sum = RowChecksum(key, row, n);
+  for (size_t i = 0; i < kRowChecksumBytes; ++i) (*value)[n + i] = static_cast<char>(sum >> (8 * i));
+}
+
+bool CuckooValueIntact(uint64_t key, const char* value, size_t n) {
+  uint32_t stored = 0;
+  for (size_t i = 0; i < kRowChecksumBytes; ++i) {
+    stored |= uint32_t{static_cast<uint8_t>(value[n + i])} << (8 * i);
+  }
+  return stored == RowChecksum(key, reinterpret_cast<const uint8_t*>(value), n);
 }
 
 absl::Status ShardInfo::Validate(const ShardMap& map) const {

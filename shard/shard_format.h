@@ -57,6 +57,11 @@ absl::StatusOr<TailFormat> ParseTailFormat(std::string_view name);
 // The checksum a cuckoo row carries after its bytes (little-endian): the
 // low 32 bits of XXH3-64 over the row, seeded with its key.
 uint32_t RowChecksum(uint64_t key, const uint8_t* row, size_t n);
+// A kCuckoo value: the row's n bytes, then its RowChecksum. Encode writes
+// it into *value; Intact checks one (REQUIRES: n + kRowChecksumBytes bytes
+// at value).
+void EncodeCuckooValue(uint64_t key, const uint8_t* row, size_t n, std::string* value);
+bool CuckooValueIntact(uint64_t key, const char* value, size_t n);
 
 // What one shard directory holds. A plain value type.
 struct ShardInfo {
