@@ -15,53 +15,12 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/prefetch_gather.h"
+#include "common/socket_io.h"
 
 namespace engram::bench {
 namespace {
 
 constexpr uint32_t kMaxLayers = 64;
-
-absl::Status Errno(const char* what) {
-  return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
-}
-
-// Reads exactly n bytes; false on EOF or error.
-bool ReadFull(int fd, void* buf, size_t n) {
-  auto* p = static_cast<uint8_t*>(buf);
-  while (n > 0) {
-    const ssize_t got = ::read(fd, p, n);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) return false;
-    p += got;
-    n -= static_cast<size_t>(got);
-  }
-  return true;
-}
-
-// Writes every byte of iov[0, n) (modified in place); false on error.
-bool WriteFull(int fd, struct iovec* iov, int n) {
-  while (n > 0) {
-    const ssize_t put = ::writev(fd, iov, n);
-    if (put < 0 && errno == EINTR) continue;
-    if (put <= 0) return false;
-    size_t left = static_cast<size_t>(put);
-    while (n > 0 && left >= iov->iov_len) {
-      left -= iov->iov_len;
-      ++iov;
-      --n;
-    }
-    if (n > 0) {
-      iov->iov_base = static_cast<uint8_t*>(iov->iov_base) + left;
-      iov->iov_len -= left;
-    }
-  }
-  return true;
-}
-
-void SetNoDelay(int fd) {
-  const int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-}
 
 sockaddr_in Loopback(int port) {
   sockaddr_in addr{};
@@ -82,14 +41,14 @@ absl::StatusOr<std::unique_ptr<TcpRowServer>> TcpRowServer::Start(
   }
   std::unique_ptr<TcpRowServer> server(new TcpRowServer(std::move(options)));
   server->listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (server->listen_fd_ < 0) return Errno("socket");
+  if (server->listen_fd_ < 0) return ErrnoStatus("socket");
   sockaddr_in addr = Loopback(0);
   socklen_t len = sizeof(addr);
   if (::bind(server->listen_fd_, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
       ::listen(server->listen_fd_, 4) != 0 ||
       ::getsockname(server->listen_fd_, reinterpret_cast<sockaddr*>(&addr),
                     &len) != 0) {
-    return Errno("listen on 127.0.0.1");
+    return ErrnoStatus("listen on 127.0.0.1");
   }
   server->port_ = ntohs(addr.sin_port);
   server->thread_ = std::thread([s = server.get()] { s->Serve(); });
@@ -190,10 +149,10 @@ void TcpRowServer::ServeConnection(int fd) {
 
 absl::StatusOr<std::unique_ptr<TcpRowClient>> TcpRowClient::Connect(int port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return Errno("socket");
+  if (fd < 0) return ErrnoStatus("socket");
   sockaddr_in addr = Loopback(port);
   if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    absl::Status s = Errno(absl::StrCat("connect to 127.0.0.1:", port).c_str());
+    absl::Status s = ErrnoStatus(absl::StrCat("connect to 127.0.0.1:", port));
     ::close(fd);
     return s;
   }
@@ -219,7 +178,7 @@ absl::Status TcpRowClient::Exchange(
                   layers[l].size() * sizeof(uint64_t)};
   }
   if (!WriteFull(fd_, iov, static_cast<int>(1 + layers.size()))) {
-    return Errno("send ids");
+    return ErrnoStatus("send ids");
   }
   if (!ReadFull(fd_, rows_out.data(), rows_out.size())) {
     return absl::UnavailableError("the TCP row server closed the connection");

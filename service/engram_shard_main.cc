@@ -2,12 +2,13 @@
 // gRPC until SIGTERM or SIGINT, then drains in-flight calls and exits 0.
 //
 //   engram-shard --db DIR [--listen HOST:PORT] [--metrics-port N]
-//                [--ram-budget 2G] [--threads N] [--direct-io]
+//                [--stream-port N] [--ram-budget 2G] [--threads N] [--direct-io]
 //                [--max-rows-per-request N] [--drain-timeout 10s]
 //
 // Once serving it prints one line to stdout, with the bound ports (so
-// --listen HOST:0 picks a free port), "(metrics off)" without --metrics-port:
-//   engram-shard: serving shard I/K of TABLE vV on HOST:PORT (metrics :MPORT)
+// --listen HOST:0 picks a free port), "(metrics off)" without --metrics-port
+// and "(row stream off)" with --stream-port -1:
+//   engram-shard: serving shard I/K of TABLE vV on HOST:PORT (metrics :MPORT) (row stream :SPORT)
 // Exit status: 0 after a clean shutdown, 2 for bad flag values (1 for flags
 // Abseil itself rejects), 1 when the shard cannot be served (bad data,
 // address in use); one line on stderr says why.
@@ -34,6 +35,9 @@ ABSL_FLAG(std::string, listen, "0.0.0.0:7070",
           "gRPC address HOST:PORT (port 0 = pick a free one)");
 ABSL_FLAG(int32_t, metrics_port, -1,
           "Prometheus /metrics port on the listen host (-1 = off, 0 = any)");
+ABSL_FLAG(int32_t, stream_port, 0,
+          "row stream port on the listen host: Lookup framed on plain TCP, the "
+          "clients' fast path, advertised by Info (-1 = off, 0 = any)");
 ABSL_FLAG(std::string, ram_budget, "0",
           "RAM for the hot tier in bytes; suffixes K, M, G, T (binary)");
 ABSL_FLAG(std::string, worker_cache_bytes, "0",
@@ -43,8 +47,9 @@ ABSL_FLAG(std::string, hot_profile, "",
           "hot-row profile (default: DB/hot_profile.bin when present)");
 ABSL_FLAG(int32_t, threads, 4, "max threads for gRPC's synchronous services");
 ABSL_FLAG(int32_t, reader_threads, 32, "RocksDB reader threads");
-ABSL_FLAG(int32_t, gather_threads, 1,
-          "helper threads copying shares of a large request's hot rows (0 = none)");
+ABSL_FLAG(int32_t, gather_threads, -1,
+          "helper threads copying shares of a large request's hot rows (0 = none, "
+          "-1 = one on machines with more than 2 cores)");
 ABSL_FLAG(bool, direct_io, false, "read SST files with O_DIRECT");
 ABSL_FLAG(uint32_t, max_rows_per_request, 65536,
           "Lookups with more row ids fail with RESOURCE_EXHAUSTED");
@@ -93,6 +98,7 @@ int main(int argc, char** argv) {
   options.db_dir = absl::GetFlag(FLAGS_db);
   options.listen = absl::GetFlag(FLAGS_listen);
   options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  options.stream_port = absl::GetFlag(FLAGS_stream_port);
   options.ram_budget_bytes = *budget;
   options.worker_cache_bytes = *worker_cache;
   options.hot_profile_path = absl::GetFlag(FLAGS_hot_profile);
@@ -118,13 +124,17 @@ int main(int argc, char** argv) {
   if (!server.ok()) return Fail(1, std::string(server.status().message()));
   const engram::ShardMap& map = (*server)->shard_map();
   const int metrics_port = (*server)->metrics_port();
-  std::printf("engram-shard: serving shard %u/%u of %s v%llu on %s:%d %s\n",
+  const int stream_port = (*server)->stream_port();
+  std::printf("engram-shard: serving shard %u/%u of %s v%llu on %s:%d %s %s\n",
               (*server)->shard_index(), map.n_shards, map.table.c_str(),
               static_cast<unsigned long long>(map.version),
               (*server)->listen_host().c_str(), (*server)->port(),
               metrics_port >= 0
                   ? absl::StrCat("(metrics :", metrics_port, ")").c_str()
-                  : "(metrics off)");
+                  : "(metrics off)",
+              stream_port >= 0
+                  ? absl::StrCat("(row stream :", stream_port, ")").c_str()
+                  : "(row stream off)");
   std::fflush(stdout);
 
   int received = 0;

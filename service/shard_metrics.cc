@@ -38,6 +38,11 @@ ShardMetrics::ShardMetrics(metrics::Registry& registry, int n_layers)
                     .Help("Lookup RPCs being served.")
                     .Register(registry)
                     .Add({})),
+      stream_connections_(metrics::BuildGauge()
+                              .Name("engram_shard_stream_connections")
+                              .Help("Open row stream connections.")
+                              .Register(registry)
+                              .Add({})),
       hot_pinned_bytes_(metrics::BuildGauge()
                             .Name("engram_shard_hot_tier_bytes")
                             .Help("Row bytes held in RAM by the hot tier.")

@@ -3,12 +3,15 @@
 //   engram_shard_requests_total{method,code}         counter
 //   engram_shard_request_duration_seconds{method}    histogram
 //   engram_shard_inflight_requests                   gauge
-//   engram_shard_rows_total{layer,tier}              counter
-//   (pinned|cached|disk) engram_shard_bytes_total{layer} counter (row bytes
-//   served) engram_shard_disk_read_duration_seconds          histogram (one per
-//   batch) engram_shard_data_loss_total                     counter
+//   engram_shard_stream_connections                  gauge
+//   engram_shard_rows_total{layer,tier}              counter (pinned|cached|disk)
+//   engram_shard_bytes_total{layer}                  counter (row bytes served)
+//   engram_shard_disk_read_duration_seconds          histogram (one per batch)
+//   engram_shard_data_loss_total                     counter
 //   engram_shard_hot_tier_bytes{part}                gauge (pinned|cached)
 //   engram_shard_rocksdb_*                           gauges (RowStore::Stats())
+//
+// Lookups over the row stream count under method="Lookup" like gRPC's.
 //
 // Every series the hot path touches is resolved once, up front (per-layer
 // arrays; request codes on first use), so recording is a relaxed atomic add
@@ -61,6 +64,7 @@ class ShardMetrics {
   void RecordDataLoss() { data_loss_.Increment(); }
 
   metrics::Gauge& inflight() { return inflight_; }
+  metrics::Gauge& stream_connections() { return stream_connections_; }
 
   // Scrape-time values (call from a Registry collect callback).
   void SetHotTierBytes(uint64_t pinned, uint64_t cached);
@@ -88,6 +92,7 @@ class ShardMetrics {
   metrics::Histogram& disk_read_duration_;
   metrics::Counter& data_loss_;
   metrics::Gauge& inflight_;
+  metrics::Gauge& stream_connections_;
   metrics::Gauge& hot_pinned_bytes_;
   metrics::Gauge& hot_cached_bytes_;
   metrics::Registry& registry_;  // for the RocksDB gauges, made at scrape

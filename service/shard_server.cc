@@ -6,6 +6,7 @@
 #include <cctype>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -19,6 +20,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "service/shard_metrics.h"
 #include "service/store_service.h"
+#include "service/stream_server.h"
 #include "shard/hot_tier.h"
 #include "shard/row_store.h"
 #include "shard/shard_format.h"
@@ -61,9 +63,14 @@ absl::Status ShardServerOptions::Validate() const {
     return absl::InvalidArgumentError(absl::StrCat(
         "reader threads = ", options.reader_threads, " is not in 1..1024"));
   }
-  if (options.gather_threads < 0 || options.gather_threads > 64) {
+  if (options.gather_threads < -1 || options.gather_threads > 64) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "gather threads = ", options.gather_threads, " is not in 0..64"));
+        "gather threads = ", options.gather_threads, " is not -1 (auto) or in 0..64"));
+  }
+  if (options.stream_port < -1 || options.stream_port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("row stream port ", options.stream_port,
+                     " is not -1 (off), 0 (any) or a port up to 65535"));
   }
   if (options.max_rows_per_request < 1 ||
       options.max_rows_per_request > (1u << 24)) {
@@ -91,6 +98,22 @@ std::string MetricsBindAddress(const std::string& host, int port) {
   if (host.empty() || host == "*") numeric = "0.0.0.0";
   if (host == "localhost") numeric = "127.0.0.1";
   return absl::StrCat(numeric, ":", port);
+}
+
+// ShardServerOptions::gather_threads, with -1 resolved.
+int GatherThreads(int option) {
+  if (option >= 0) return option;
+  return std::thread::hardware_concurrency() > 2 ? 1 : 0;
+}
+
+// The row stream binds what getaddrinfo takes: no brackets, no wildcard
+// spelling of gRPC's.
+std::string StreamBindHost(const std::string& host) {
+  if (host.empty() || host == "*") return "0.0.0.0";
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    return host.substr(1, host.size() - 2);
+  }
+  return host;
 }
 
 // The reflection plugin and the default health service are process-wide
@@ -125,7 +148,20 @@ absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::Start(
   }
   server->service_ = std::make_unique<StoreService>(
       *server->store_, *server->hot_tier_, *server->metrics_,
-      options.max_rows_per_request, options.gather_threads);
+      options.max_rows_per_request, GatherThreads(options.gather_threads));
+  if (options.stream_port >= 0) {
+    StreamServerOptions stream_options;
+    stream_options.host = StreamBindHost(server->listen_host_);
+    stream_options.port = options.stream_port;
+    // As gRPC's limit below: max_rows_per_request ids of up to 10 bytes.
+    stream_options.max_request_bytes =
+        size_t{options.max_rows_per_request} * 11 + (size_t{1} << 16);
+    auto stream = StreamServer::Start(stream_options, server->service_.get(),
+                                      server->metrics_.get());
+    if (!stream.ok()) return stream.status();
+    server->stream_ = std::move(*stream);
+    server->service_->set_stream_port(server->stream_->port());
+  }
   if (absl::Status s = server->StartGrpc(options); !s.ok()) return s;
   return server;
 }
@@ -217,6 +253,10 @@ ShardServer::~ShardServer() {
   }
 }
 
+int ShardServer::stream_port() const {
+  return stream_ == nullptr ? -1 : stream_->port();
+}
+
 int ShardServer::metrics_port() const {
   return exposer_ == nullptr ? -1 : exposer_->port();
 }
@@ -249,9 +289,12 @@ void ShardServer::Shutdown(absl::Duration drain_deadline) {
     if (now - last_busy >= kQuietPeriod || now >= lame_duck_end) break;
     absl::SleepFor(absl::Milliseconds(1));
   }
-  // Stops accepting calls, waits for in-flight ones (their disk reads
+  // The row stream closes its connections once their in-flight Lookups
+  // have answered; clients fail over on the closed connection. Then gRPC
+  // stops accepting calls, waits for in-flight ones (their disk reads
   // finish them from the reader threads) and cancels what is left at the
   // deadline.
+  if (stream_ != nullptr) stream_->Shutdown();
   server_->Shutdown(absl::ToChronoTime(deadline));
 }
 

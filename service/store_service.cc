@@ -45,8 +45,7 @@ struct StoreService::Call {
   std::vector<uint8_t*> range_dst;  // per query.layers entry, into `response`
   std::vector<TierCounts> tiers;  // per query.layers entry
   grpc::Slice response;           // the whole serialized LookupResponse
-  grpc::ServerUnaryReactor* reactor = nullptr;
-  grpc::ByteBuffer* out = nullptr;
+  LookupDone done;                // answers the call
   absl::Time start;
   absl::Time read_start;
 };
@@ -78,8 +77,7 @@ std::unique_ptr<StoreService::Call> StoreService::NewCall() {
 
 void StoreService::RecycleCall(std::unique_ptr<Call> call) {
   call->response = grpc::Slice();  // the sent ByteBuffer keeps its own ref
-  call->reactor = nullptr;
-  call->out = nullptr;
+  call->done = nullptr;
   if (call->query.ids.capacity() > kMaxPooledIds) return;
   absl::MutexLock lock(&pool_mutex_);
   if (pool_.size() < kMaxPooledCalls) pool_.push_back(std::move(call));
@@ -129,13 +127,32 @@ grpc::ServerUnaryReactor* StoreService::Lookup(
     grpc::ByteBuffer* response) {
   std::unique_ptr<Call> call = NewCall();
   call->start = absl::Now();
-  call->reactor = context->DefaultReactor();
-  call->out = response;
-  grpc::ServerUnaryReactor* reactor = call->reactor;
-  metrics_.inflight().Increment();
-
-  absl::Status status =
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  call->done = [reactor, response](const absl::Status& status, const grpc::Slice& rows) {
+    if (status.ok()) {
+      grpc::ByteBuffer buffer(&rows, 1);
+      response->Swap(&buffer);
+    }
+    // Last: once finished, gRPC may free the context and the response.
+    reactor->Finish(ToGrpc(status));
+  };
+  const absl::Status parsed =
       wire::ParseLookupRequest(*request, max_rows_per_request_, &call->query);
+  Serve(std::move(call), parsed);
+  return reactor;
+}
+
+void StoreService::LookupBytes(std::span<const uint8_t> request, LookupDone done) {
+  std::unique_ptr<Call> call = NewCall();
+  call->start = absl::Now();
+  call->done = std::move(done);
+  const absl::Status parsed =
+      wire::ParseLookupRequest(request, max_rows_per_request_, &call->query);
+  Serve(std::move(call), parsed);
+}
+
+void StoreService::Serve(std::unique_ptr<Call> call, absl::Status status) {
+  metrics_.inflight().Increment();
   if (status.code() == absl::StatusCode::kResourceExhausted) {
     status = absl::ResourceExhaustedError(absl::StrCat(
         status.message(), "; this server's limit is ", max_rows_per_request_,
@@ -145,16 +162,16 @@ grpc::ServerUnaryReactor* StoreService::Lookup(
   if (status.ok()) status = Validate(call->query);
   if (!status.ok()) {
     Finish(std::move(call), status);
-    return reactor;
+    return;
   }
 
   Gather(*call);
   if (call->misses.empty()) {
     Finish(std::move(call), absl::OkStatus());
-    return reactor;
+    return;
   }
-  // The reader thread owns the call from here; `reactor` stays valid until
-  // Finish, which the completion calls.
+  // The reader thread owns the call from here; Finish, which the
+  // completion calls, answers it.
   call->read_start = absl::Now();
   Call* pending = call.release();
   store_.ReadRowsAsync(pending->misses, [this, pending](absl::Status read) {
@@ -170,7 +187,6 @@ grpc::ServerUnaryReactor* StoreService::Lookup(
     }
     Finish(std::move(done), read);
   });
-  return reactor;
 }
 
 void StoreService::Gather(Call& call) {
@@ -240,7 +256,6 @@ void StoreService::GatherRange(Call& call, size_t lo, size_t hi, GatherShare& sh
 
 void StoreService::Finish(std::unique_ptr<Call> call,
                           const absl::Status& status) {
-  grpc::ServerUnaryReactor* reactor = call->reactor;
   if (status.ok()) {
     const wire::LookupQuery& query = call->query;
     for (size_t i = 0; i < query.layers.size(); ++i) {
@@ -248,15 +263,14 @@ void StoreService::Finish(std::unique_ptr<Call> call,
       metrics_.RecordRows(range.layer, call->tiers[i],
                           range.count * map_.row_bytes[range.layer]);
     }
-    grpc::ByteBuffer buffer(&call->response, 1);
-    call->out->Swap(&buffer);
   }
   metrics_.RecordRequest(ShardMetrics::Method::kLookup, status.code(),
                          absl::Now() - call->start);
   metrics_.inflight().Decrement();
+  const LookupDone done = std::move(call->done);
+  const grpc::Slice response = std::move(call->response);
   RecycleCall(std::move(call));
-  // Last: once finished, gRPC may free the context and the response.
-  reactor->Finish(ToGrpc(status));
+  done(status, response);
 }
 
 grpc::ServerUnaryReactor* StoreService::Info(
@@ -270,6 +284,7 @@ grpc::ServerUnaryReactor* StoreService::Info(
   for (uint64_t rows : map_.layer_rows) response->add_layer_rows(rows);
   for (uint32_t bytes : map_.row_bytes) response->add_row_bytes(bytes);
   response->set_hot_bytes(hot_tier_.pinned_bytes() + hot_tier_.cached_bytes());
+  response->set_stream_port(static_cast<uint32_t>(stream_port_.load()));
   metrics_.RecordRequest(ShardMetrics::Method::kInfo, absl::StatusCode::kOk,
                          absl::Now() - start);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();

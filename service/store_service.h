@@ -12,6 +12,9 @@
 // Every request is validated completely before any row is touched; a bad
 // request gets a status naming the bad value and never partial rows.
 //
+// The row stream (service/stream_server.h) serves the same Lookup through
+// LookupBytes.
+//
 // Thread-safe: gRPC calls the handlers concurrently. The store, the tier and
 // the metrics must outlive the service, and the gRPC server must be shut
 // down (which waits for in-flight calls, including their disk reads) before
@@ -19,8 +22,11 @@
 #ifndef ENGRAM_SERVICE_STORE_SERVICE_H_
 #define ENGRAM_SERVICE_STORE_SERVICE_H_
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -55,6 +61,17 @@ class StoreService final
                                  const v1::InfoRequest* request,
                                  v1::InfoResponse* response) override;
 
+  // The answer to a Lookup served outside gRPC (the row stream): the status
+  // and, when OK, the serialized LookupResponse, valid during the call.
+  using LookupDone = std::function<void(const absl::Status&, const grpc::Slice&)>;
+  // Serves one serialized LookupRequest exactly as Lookup does; `done` runs
+  // exactly once, on this thread (rows all in RAM, or an error) or on a
+  // RocksDB reader thread (after the disk reads).
+  void LookupBytes(std::span<const uint8_t> request, LookupDone done);
+
+  // The row stream's port, for InfoResponse.stream_port (0 = none).
+  void set_stream_port(int port) { stream_port_.store(port); }
+
   // Checks a parsed request against what this shard serves (table, version,
   // layers, row ranges, row ownership). Public for tests.
   absl::Status Validate(const wire::LookupQuery& query) const;
@@ -70,6 +87,9 @@ class StoreService final
   void GatherRange(Call& call, size_t lo, size_t hi, GatherShare& share);
   // Sends the response (status OK) or `status`; recycles the call.
   void Finish(std::unique_ptr<Call> call, const absl::Status& status);
+  // Validates the parsed call (`parsed`: the parse's status), gathers its
+  // hot rows and reads the rest; Finish answers it.
+  void Serve(std::unique_ptr<Call> call, absl::Status parsed);
 
   RowStore& store_;
   HotTier& hot_tier_;
@@ -78,6 +98,7 @@ class StoreService final
   const uint32_t shard_index_;
   const uint32_t max_rows_per_request_;
 
+  std::atomic<int> stream_port_{0};
   ResponseBufferPool responses_;
   GatherPool gather_pool_;
   absl::Mutex pool_mutex_;

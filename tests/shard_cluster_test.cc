@@ -41,7 +41,7 @@ struct ShardProcess {
 };
 
 // Starts engram-shard on a free port and reads the ports from its line
-//   engram-shard: serving shard I/K of TABLE vV on HOST:PORT (metrics :MPORT)
+//   engram-shard: serving shard I/K of TABLE vV on HOST:PORT (metrics :MPORT) (row stream :SPORT)
 absl::StatusOr<ShardProcess> StartShard(
     const std::string& db, const std::string& ram_budget,
     const std::vector<std::string>& extra_flags = {}) {
@@ -67,7 +67,7 @@ absl::StatusOr<ShardProcess> StartShard(
       !absl::SimpleAtoi(
           line->substr(on + 14, line->find(' ', on + 14) - on - 14),
           &shard.port) ||
-      !absl::SimpleAtoi(line->substr(metrics + 10, line->size() - metrics - 11),
+      !absl::SimpleAtoi(line->substr(metrics + 10, line->find(')', metrics) - metrics - 10),
                         &shard.metrics_port)) {
     return absl::InternalError(absl::StrCat("unexpected first line: ", *line));
   }

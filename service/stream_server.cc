@@ -1,0 +1,235 @@
+#include "service/stream_server.h"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/socket_io.h"
+#include "service/log.h"
+#include "service/stream_wire.h"
+
+namespace engram {
+namespace {
+
+void SetReceiveTimeout(int fd, absl::Duration d) {
+  timeval tv = absl::ToTimeval(d);
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+}
+
+}  // namespace
+
+struct StreamServer::Connection {
+  std::thread thread;
+  std::atomic<bool> finished{false};
+  absl::Mutex mu;
+  int fd ABSL_GUARDED_BY(mu) = -1;
+  int inflight ABSL_GUARDED_BY(mu) = 0;
+  absl::Mutex write_mu;  // one response at a time on the socket
+  int write_fd = -1;     // == fd while the connection is open
+
+  // Sends one response; a failed write ends the connection.
+  void Respond(uint32_t id, const absl::Status& status, const grpc::Slice& rows) {
+    stream::FrameHeader header;
+    header.id = id;
+    header.word = static_cast<uint32_t>(status.code());
+    const absl::string_view message =
+        status.message().substr(0, stream::kMaxErrorBytes);
+    iovec iov[2];
+    uint8_t head[stream::kHeaderBytes];
+    iov[0] = {head, sizeof(head)};
+    if (status.ok()) {
+      iov[1] = {const_cast<uint8_t*>(rows.begin()), rows.size()};
+    } else {
+      iov[1] = {const_cast<char*>(message.data()), message.size()};
+    }
+    header.payload_bytes = iov[1].iov_len;
+    stream::EncodeHeader(header, head);
+    absl::MutexLock lock(&write_mu);
+    if (!WriteFull(write_fd, iov, 2)) ::shutdown(write_fd, SHUT_RDWR);  // wakes the reader
+  }
+  void BeginLookup() {
+    absl::MutexLock lock(&mu);
+    ++inflight;
+  }
+  void EndLookup() {
+    absl::MutexLock lock(&mu);
+    --inflight;
+  }
+};
+
+StreamServer::StreamServer(const StreamServerOptions& options, StoreService* service,
+                           ShardMetrics* metrics)
+    : options_(options), service_(service), metrics_(metrics) {}
+
+absl::StatusOr<std::unique_ptr<StreamServer>> StreamServer::Start(
+    const StreamServerOptions& options, StoreService* service, ShardMetrics* metrics) {
+  std::unique_ptr<StreamServer> server(new StreamServer(options, service, metrics));
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  const std::string port = absl::StrCat(options.port);
+  const std::string where = absl::StrCat(options.host, ":", options.port);
+  if (const int rc = ::getaddrinfo(options.host.c_str(), port.c_str(), &hints, &found); rc != 0) {
+    return absl::UnavailableError(
+        absl::StrCat("row stream: cannot resolve ", where, ": ", ::gai_strerror(rc)));
+  }
+  const int fd = ::socket(found->ai_family, found->ai_socktype | SOCK_CLOEXEC, 0);
+  const int one = 1;
+  if (fd >= 0) ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (fd < 0 || ::bind(fd, found->ai_addr, found->ai_addrlen) != 0 || ::listen(fd, 64) != 0) {
+    const std::string reason = std::strerror(errno);
+    ::freeaddrinfo(found);
+    if (fd >= 0) ::close(fd);
+    return absl::UnavailableError(absl::StrCat("row stream: cannot listen on ", where, ": ",
+                                               reason, " (choose another --stream_port)"));
+  }
+  ::freeaddrinfo(found);
+  sockaddr_storage bound{};
+  socklen_t len = sizeof(bound);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len);
+  server->port_ = ntohs(bound.ss_family == AF_INET6
+                            ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                            : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  server->listen_fd_ = fd;
+  server->accept_thread_ = std::thread([s = server.get()] { s->AcceptLoop(); });
+  return server;
+}
+
+StreamServer::~StreamServer() { Shutdown(); }
+
+void StreamServer::AcceptLoop() {
+  while (!stopping_.load()) {
+    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (stopping_.load()) return;
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        LogLine('W', absl::StrCat("row stream: accept: ", std::strerror(errno)));
+        absl::SleepFor(absl::Milliseconds(100));
+        continue;
+      }
+      return;
+    }
+    absl::MutexLock lock(&mu_);
+    ReapLocked();
+    if (stopping_.load() || connections_.size() >= static_cast<size_t>(options_.max_connections)) {
+      if (!stopping_.load()) {
+        LogLine('W', absl::StrCat("row stream: refused a connection: ", connections_.size(),
+                                  " are open (max_connections)"));
+      }
+      ::close(fd);
+      continue;
+    }
+    auto c = std::make_unique<Connection>();
+    {
+      absl::MutexLock conn_lock(&c->mu);
+      c->fd = fd;
+    }
+    c->write_fd = fd;
+    Connection* raw = c.get();
+    connections_.push_back(std::move(c));
+    metrics_->stream_connections().Increment();
+    raw->thread = std::thread([this, raw] { Serve(raw); });
+  }
+}
+
+void StreamServer::Serve(Connection* c) {
+  const int fd = c->write_fd;
+  SetNoDelay(fd);
+  SetReceiveTimeout(fd, options_.hello_timeout);
+  uint8_t hello[stream::kHelloBytes];
+  bool open = ReadFull(fd, hello, sizeof(hello));
+  if (open) {
+    absl::StatusOr<uint32_t> version = stream::DecodeHello(hello);
+    open = version.ok();
+    if (open) {
+      stream::EncodeHello(std::min(*version, stream::kVersion), hello);
+      iovec iov = {hello, sizeof(hello)};
+      absl::MutexLock lock(&c->write_mu);
+      open = WriteFull(fd, &iov, 1);
+    }
+  }
+  SetReceiveTimeout(fd, absl::ZeroDuration());  // none from here on
+  std::vector<uint8_t> payload;
+  uint8_t head[stream::kHeaderBytes];
+  while (open && ReadFull(fd, head, sizeof(head))) {
+    const stream::FrameHeader header = stream::DecodeHeader(head);
+    if (header.word != stream::kLookup) {
+      c->Respond(header.id,
+                 absl::InvalidArgumentError(absl::StrCat(
+                     "unknown row stream frame kind ", header.word, " (this server knows ",
+                     stream::kLookup, " = Lookup, row stream version ", stream::kVersion, ")")),
+                 grpc::Slice());
+      break;
+    }
+    if (header.payload_bytes > options_.max_request_bytes) {
+      c->Respond(header.id,
+                 absl::ResourceExhaustedError(absl::StrCat(
+                     "request of ", header.payload_bytes, " bytes; this server's limit is ",
+                     options_.max_request_bytes, " bytes: split the batch")),
+                 grpc::Slice());
+      break;
+    }
+    if (payload.size() < header.payload_bytes) payload.resize(header.payload_bytes);
+    if (!ReadFull(fd, payload.data(), header.payload_bytes)) break;
+    c->BeginLookup();
+    const uint32_t id = header.id;
+    service_->LookupBytes(std::span<const uint8_t>(payload.data(), header.payload_bytes),
+                          [c, id](const absl::Status& status, const grpc::Slice& rows) {
+                            c->Respond(id, status, rows);
+                            c->EndLookup();
+                          });
+  }
+  {
+    absl::MutexLock lock(&c->mu);
+    c->mu.Await(absl::Condition(
+        +[](int* inflight) { return *inflight == 0; }, &c->inflight));
+    ::close(c->fd);
+    c->fd = -1;
+  }
+  metrics_->stream_connections().Decrement();
+  c->finished.store(true);
+}
+
+void StreamServer::ReapLocked() {
+  for (auto it = connections_.begin(); it != connections_.end();) {
+    if ((*it)->finished.load()) {
+      (*it)->thread.join();
+      it = connections_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void StreamServer::Shutdown() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+  }
+  stopping_.store(true);
+  ::shutdown(listen_fd_, SHUT_RDWR);  // wakes accept()
+  if (accept_thread_.joinable()) accept_thread_.join();
+  ::close(listen_fd_);
+  absl::MutexLock lock(&mu_);
+  for (auto& c : connections_) {
+    absl::MutexLock conn_lock(&c->mu);
+    if (c->fd >= 0) ::shutdown(c->fd, SHUT_RD);  // the reader sees EOF
+  }
+  for (auto& c : connections_) c->thread.join();
+  connections_.clear();
+}
+
+}  // namespace engram

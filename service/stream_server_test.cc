@@ -1,0 +1,287 @@
+// The row stream end to end: a real shard server on 127.0.0.1, a raw TCP
+// client speaking the framing of service/stream_wire.h, every row compared
+// with the table file, and every kind of bad input answered or refused
+// without harm to the connection's other requests.
+#include "service/stream_server.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/socket_io.h"
+#include "common/table.h"
+#include "common/table_gen.h"
+#include "engram/v1/engram_store.grpc.pb.h"
+#include "gtest/gtest.h"
+#include "service/shard_server.h"
+#include "service/stream_wire.h"
+#include "service/testing/server_test_util.h"
+#include "service/wire.h"
+#include "shard/importer.h"
+
+namespace engram {
+namespace {
+
+using ::engram::testing::ExpectedRows;
+using ::engram::testing::RandomOwnedIds;
+
+class StreamServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    root_ = new testing::TempDir("stream_server_test");
+    GenTableOptions gen;
+    gen.out_dir = root_->path() + "/table";
+    gen.preset = "small";
+    gen.engram_vocab_size = testing::kSmallVocab;
+    gen.table_name = testing::kSmallTableName;
+    gen.version = testing::kSmallTableVersion;
+    ASSERT_TRUE(GenerateTable(gen, nullptr).ok());
+    ImportOptions import;
+    import.table_dir = gen.out_dir;
+    import.n_shards = 1;
+    import.shard_index = 0;
+    import.out_dir = root_->path() + "/shard";
+    auto result = ImportShard(import, nullptr);
+    ASSERT_TRUE(result.ok()) << result.status();
+    map_ = new ShardMap(result->map);
+    auto reader = TableReader::Open(gen.out_dir);
+    ASSERT_TRUE(reader.ok()) << reader.status();
+    table_ = reader->release();
+  }
+  static void TearDownTestSuite() {
+    delete table_;
+    delete map_;
+    delete root_;
+  }
+
+  void SetUp() override {
+    ShardServerOptions o;
+    o.db_dir = root_->path() + "/shard";
+    o.ram_budget_bytes = 64 << 10;  // some rows hot, the rest from RocksDB
+    o.metrics_port = 0;
+    o.max_rows_per_request = 4096;
+    auto server = ShardServer::Start(o);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    ASSERT_GT(server_->stream_port(), 0);
+  }
+
+  // A connection that has said hello.
+  int Connect() {
+    absl::StatusOr<int> fd = ConnectTcp("127.0.0.1", server_->stream_port(), absl::Seconds(5));
+    EXPECT_TRUE(fd.ok()) << fd.status();
+    if (!fd.ok()) return -1;
+    uint8_t hello[stream::kHelloBytes];
+    stream::EncodeHello(stream::kVersion, hello);
+    Send(*fd, hello, sizeof(hello));
+    EXPECT_TRUE(ReadFull(*fd, hello, sizeof(hello)));
+    absl::StatusOr<uint32_t> v = stream::DecodeHello(hello);
+    EXPECT_TRUE(v.ok()) << v.status();
+    EXPECT_EQ(*v, stream::kVersion);
+    return *fd;
+  }
+  static void Send(int fd, const void* bytes, size_t n) {
+    iovec iov = {const_cast<void*>(bytes), n};
+    ASSERT_TRUE(WriteFull(fd, &iov, 1));
+  }
+  static void SendFrame(int fd, uint32_t id, uint32_t kind, const std::string& payload) {
+    uint8_t head[stream::kHeaderBytes];
+    stream::EncodeHeader({id, kind, payload.size()}, head);
+    Send(fd, head, sizeof(head));
+    if (!payload.empty()) Send(fd, payload.data(), payload.size());
+  }
+  static std::string LookupBytes(uint32_t layer, const std::vector<uint64_t>& ids,
+                                 uint64_t version = testing::kSmallTableVersion) {
+    const wire::LayerRowIds l{layer, ids};
+    grpc::Slice s = wire::EncodeLookupRequest(testing::kSmallTableName, version, {&l, 1});
+    return std::string(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  struct Reply {
+    uint32_t id = 0;
+    uint32_t code = 0;
+    std::string payload;
+  };
+  static Reply ReadReply(int fd) {
+    Reply r;
+    uint8_t head[stream::kHeaderBytes];
+    EXPECT_TRUE(ReadFull(fd, head, sizeof(head)));
+    const stream::FrameHeader h = stream::DecodeHeader(head);
+    r.id = h.id;
+    r.code = h.word;
+    r.payload.resize(h.payload_bytes);
+    EXPECT_TRUE(ReadFull(fd, r.payload.data(), r.payload.size()));
+    return r;
+  }
+  // The rows of an OK reply.
+  static std::string Rows(const Reply& r, size_t rows_bytes) {
+    std::string rows(rows_bytes, '\0');
+    absl::StatusOr<uint64_t> v = wire::DecodeLookupResponse(
+        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(r.payload.data()),
+                                 r.payload.size()),
+        std::span<uint8_t>(reinterpret_cast<uint8_t*>(rows.data()), rows.size()));
+    EXPECT_TRUE(v.ok()) << v.status();
+    EXPECT_EQ(*v, testing::kSmallTableVersion);
+    return rows;
+  }
+  // The server closed the connection (a reset when it left bytes unread).
+  static bool Closed(int fd) {
+    char c;
+    const ssize_t r = ::recv(fd, &c, 1, 0);
+    return r == 0 || (r < 0 && errno == ECONNRESET);
+  }
+
+  static testing::TempDir* root_;
+  static ShardMap* map_;
+  static TableReader* table_;
+  std::unique_ptr<ShardServer> server_;
+};
+
+testing::TempDir* StreamServerTest::root_ = nullptr;
+ShardMap* StreamServerTest::map_ = nullptr;
+TableReader* StreamServerTest::table_ = nullptr;
+
+TEST_F(StreamServerTest, InfoAdvertisesTheStreamPort) {
+  auto stub = v1::EngramStore::NewStub(testing::LocalChannel(server_->port()));
+  grpc::ClientContext context;
+  v1::InfoResponse info;
+  ASSERT_TRUE(stub->Info(&context, v1::InfoRequest(), &info).ok());
+  EXPECT_EQ(info.stream_port(), static_cast<uint32_t>(server_->stream_port()));
+}
+
+TEST_F(StreamServerTest, PipelinedLookupsReturnTheTableRowsByRequestId) {
+  const int fd = Connect();
+  ASSERT_GE(fd, 0);
+  std::mt19937_64 rng(3);
+  std::vector<std::vector<uint64_t>> asked;
+  for (uint32_t i = 0; i < 6; ++i) {
+    asked.push_back(RandomOwnedIds(*map_, i % 2, 0, 500 + 300 * i, rng));
+    SendFrame(fd, 100 + i, stream::kLookup, LookupBytes(i % 2, asked.back()));
+  }
+  std::vector<bool> seen(asked.size(), false);
+  for (size_t k = 0; k < asked.size(); ++k) {
+    const Reply r = ReadReply(fd);
+    ASSERT_EQ(r.code, 0u) << r.payload;
+    ASSERT_GE(r.id, 100u);
+    const size_t i = r.id - 100;
+    ASSERT_LT(i, asked.size());
+    EXPECT_FALSE(seen[i]);
+    seen[i] = true;
+    const std::string want = ExpectedRows(*table_, i % 2, asked[i]);
+    EXPECT_EQ(Rows(r, want.size()), want) << "request " << i;
+  }
+  const std::string page = *testing::HttpGet(server_->metrics_port(), "/metrics");
+  EXPECT_EQ(testing::MetricValue(page, "engram_shard_stream_connections"), 1.0);
+  ::close(fd);
+}
+
+TEST_F(StreamServerTest, ABadRequestGetsItsStatusAndTheConnectionGoesOn) {
+  const int fd = Connect();
+  ASSERT_GE(fd, 0);
+  const uint64_t rows = map_->layer_rows[0];
+  SendFrame(fd, 1, stream::kLookup, LookupBytes(0, {rows + 5}));
+  Reply r = ReadReply(fd);
+  EXPECT_EQ(r.id, 1u);
+  EXPECT_EQ(r.code, static_cast<uint32_t>(absl::StatusCode::kInvalidArgument));
+  EXPECT_NE(r.payload.find("out of range"), std::string::npos) << r.payload;
+
+  SendFrame(fd, 2, stream::kLookup, LookupBytes(0, {1}, /*version=*/99));
+  r = ReadReply(fd);
+  EXPECT_EQ(r.code, static_cast<uint32_t>(absl::StatusCode::kFailedPrecondition));
+  EXPECT_NE(r.payload.find("version 99"), std::string::npos) << r.payload;
+
+  SendFrame(fd, 3, stream::kLookup, std::string("\xff\xff\xff", 3));  // not a LookupRequest
+  r = ReadReply(fd);
+  EXPECT_EQ(r.code, static_cast<uint32_t>(absl::StatusCode::kInvalidArgument)) << r.payload;
+
+  std::vector<uint64_t> many(5000, 0);  // over max_rows_per_request
+  SendFrame(fd, 4, stream::kLookup, LookupBytes(0, many));
+  r = ReadReply(fd);
+  EXPECT_EQ(r.code, static_cast<uint32_t>(absl::StatusCode::kResourceExhausted));
+  EXPECT_NE(r.payload.find("4096"), std::string::npos) << r.payload;
+
+  const std::vector<uint64_t> ok = {0, 3, 3};
+  SendFrame(fd, 5, stream::kLookup, LookupBytes(0, ok));
+  r = ReadReply(fd);
+  ASSERT_EQ(r.code, 0u) << r.payload;
+  const std::string want = ExpectedRows(*table_, 0, ok);
+  EXPECT_EQ(Rows(r, want.size()), want);
+  ::close(fd);
+}
+
+TEST_F(StreamServerTest, AMalformedFrameIsAnsweredThenTheConnectionCloses) {
+  int fd = Connect();
+  ASSERT_GE(fd, 0);
+  SendFrame(fd, 9, /*kind=*/77, "");
+  Reply r = ReadReply(fd);
+  EXPECT_EQ(r.id, 9u);
+  EXPECT_EQ(r.code, static_cast<uint32_t>(absl::StatusCode::kInvalidArgument));
+  EXPECT_NE(r.payload.find("kind 77"), std::string::npos) << r.payload;
+  EXPECT_TRUE(Closed(fd));
+  ::close(fd);
+
+  fd = Connect();
+  ASSERT_GE(fd, 0);
+  uint8_t head[stream::kHeaderBytes];
+  stream::EncodeHeader({10, stream::kLookup, uint64_t{1} << 40}, head);  // a 1 TiB request
+  Send(fd, head, sizeof(head));
+  r = ReadReply(fd);
+  EXPECT_EQ(r.code, static_cast<uint32_t>(absl::StatusCode::kResourceExhausted));
+  EXPECT_NE(r.payload.find("limit"), std::string::npos) << r.payload;
+  EXPECT_TRUE(Closed(fd));
+  ::close(fd);
+}
+
+TEST_F(StreamServerTest, HellosAreCheckedAndANewerClientIsAnsweredWithVersionOne) {
+  absl::StatusOr<int> fd = ConnectTcp("127.0.0.1", server_->stream_port(), absl::Seconds(5));
+  ASSERT_TRUE(fd.ok());
+  Send(*fd, "GET / HTTP/1.1\r\n\r\n", 18);  // not our protocol
+  EXPECT_TRUE(Closed(*fd));
+  ::close(*fd);
+
+  fd = ConnectTcp("127.0.0.1", server_->stream_port(), absl::Seconds(5));
+  ASSERT_TRUE(fd.ok());
+  uint8_t hello[stream::kHelloBytes];
+  stream::EncodeHello(7, hello);
+  Send(*fd, hello, sizeof(hello));
+  ASSERT_TRUE(ReadFull(*fd, hello, sizeof(hello)));
+  EXPECT_EQ(*stream::DecodeHello(hello), 1u);
+  ::close(*fd);
+}
+
+TEST_F(StreamServerTest, ShutdownClosesOpenConnections) {
+  const int fd = Connect();
+  ASSERT_GE(fd, 0);
+  const std::vector<uint64_t> ids = {1, 2};
+  SendFrame(fd, 1, stream::kLookup, LookupBytes(1, ids));
+  EXPECT_EQ(ReadReply(fd).code, 0u);
+  server_->Shutdown(absl::Seconds(1));
+  EXPECT_TRUE(Closed(fd));
+  ::close(fd);
+  absl::StatusOr<int> again =
+      ConnectTcp("127.0.0.1", server_->stream_port(), absl::Seconds(1));
+  EXPECT_FALSE(again.ok());
+}
+
+TEST(StreamWire, HelloAndHeaderRoundTripAndForeignBytesAreRefused) {
+  uint8_t hello[stream::kHelloBytes];
+  stream::EncodeHello(3, hello);
+  EXPECT_EQ(*stream::DecodeHello(hello), 3u);
+  hello[0] = 'X';
+  absl::StatusOr<uint32_t> bad = stream::DecodeHello(hello);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("ENGRAMRS"), std::string::npos);
+  uint8_t head[stream::kHeaderBytes];
+  stream::EncodeHeader({0xdeadbeef, 14, (uint64_t{1} << 33) + 5}, head);
+  const stream::FrameHeader h = stream::DecodeHeader(head);
+  EXPECT_EQ(h.id, 0xdeadbeefu);
+  EXPECT_EQ(h.word, 14u);
+  EXPECT_EQ(h.payload_bytes, (uint64_t{1} << 33) + 5);
+}
+
+}  // namespace
+}  // namespace engram
