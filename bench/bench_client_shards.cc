@@ -148,7 +148,7 @@ absl::StatusOr<std::unique_ptr<ShardProcess>> ShardProcess::Start(const Options&
   }
   RegisterChild(pid);
   std::unique_ptr<ShardProcess> p(new ShardProcess(pid, fds[0]));
-  // "engram-shard: serving shard 0/3 of T v1 on 127.0.0.1:PORT (metrics :M)"
+  // "engram-shard: serving shard 0/3 of T v1 on 127.0.0.1:PORT (metrics :M) (row stream :S)"
   absl::StatusOr<std::string> line = p->ReadServingLine(o.start_timeout);
   if (!line.ok()) {
     return absl::UnavailableError(absl::StrCat(o.binary, " --db ", o.db_dir,
@@ -158,6 +158,7 @@ absl::StatusOr<std::unique_ptr<ShardProcess>> ShardProcess::Start(const Options&
   }
   p->port_ = NumberAfter(*line, " on 127.0.0.1:");
   p->metrics_port_ = NumberAfter(*line, "(metrics :");
+  p->stream_port_ = NumberAfter(*line, "(row stream :");
   if (p->port_ <= 0 || p->metrics_port_ <= 0) {
     return absl::InternalError("unexpected serving line from engram-shard: " + *line);
   }
@@ -241,6 +242,14 @@ std::vector<pid_t> Deployment::pids() const {
 std::vector<int> Deployment::metrics_ports() const {
   std::vector<int> out;
   for (const auto& s : shards_) out.push_back(s->metrics_port());
+  return out;
+}
+
+std::vector<int> Deployment::stream_ports() const {
+  std::vector<int> out;
+  for (const auto& s : shards_) {
+    if (s->stream_port() > 0) out.push_back(s->stream_port());
+  }
   return out;
 }
 

@@ -48,6 +48,8 @@ class ShardProcess {
   pid_t pid() const { return pid_; }
   int port() const { return port_; }
   int metrics_port() const { return metrics_port_; }
+  // The row stream's port, or -1 when it is off.
+  int stream_port() const { return stream_port_; }
   // User + system CPU seconds the process has used (/proc/PID/stat).
   double cpu_seconds() const;
 
@@ -59,6 +61,7 @@ class ShardProcess {
   int stdout_fd_;
   int port_ = 0;
   int metrics_port_ = 0;
+  int stream_port_ = -1;
 };
 
 // Rows a deployment served since its start, by tier, summed over shards
@@ -96,6 +99,8 @@ class Deployment {
   std::vector<pid_t> pids() const;
   // Each shard's /metrics port, shard 0 first.
   std::vector<int> metrics_ports() const;
+  // The row stream ports of the shards that offer one.
+  std::vector<int> stream_ports() const;
   double cpu_seconds() const;  // all shard processes
   absl::StatusOr<TierRows> Tiers() const;
 

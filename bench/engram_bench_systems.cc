@@ -113,6 +113,7 @@ class EngramSystem : public BenchSystem {
   EngramSystem(const EngramSystemOptions& o, std::unique_ptr<Deployment> deployment)
       : BenchSystem(o.name), options_(o), deployment_(std::move(deployment)) {
     for (const std::string& a : deployment_->addresses()) ports_.push_back(PortOf(a));
+    for (int port : deployment_->stream_ports()) ports_.push_back(port);
   }
 
   bool networked() const override { return true; }
@@ -172,7 +173,7 @@ class EngramSystem : public BenchSystem {
 
   const EngramSystemOptions options_;
   std::unique_ptr<Deployment> deployment_;
-  std::vector<int> ports_;  // the shards' gRPC ports
+  std::vector<int> ports_;  // the shards' gRPC and row stream ports
   std::map<int, std::shared_ptr<EngramClient>> clients_;
 };
 

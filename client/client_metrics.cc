@@ -30,6 +30,8 @@ ClientMetrics::ClientMetrics(std::shared_ptr<metrics::Registry> registry, int n_
   bytes_out_ = NewCounter(r, "engram_client_sent_bytes_total", "Lookup request bytes.");
   rpcs_ = NewCounter(r, "engram_client_rpcs_total", "Lookup RPCs started.");
   retries_ = NewCounter(r, "engram_client_retries_total", "Attempts on another replica.");
+  stream_ = NewCounter(r, "engram_client_stream_answers_total",
+                       "Attempts answered over a row stream (the rest over gRPC).");
   hedges_ = NewCounter(r, "engram_client_hedges_total", "Hedged attempts sent.");
   failed_ = NewCounter(r, "engram_client_failed_rpcs_total", "RPCs no replica answered.");
   auto& seconds = metrics::BuildCounter()
@@ -63,6 +65,7 @@ void ClientMetrics::Refresh() {
   Advance(bytes_out_, now.bytes_sent, last_.bytes_sent);
   Advance(rpcs_, now.rpcs, last_.rpcs);
   Advance(retries_, now.retries, last_.retries);
+  Advance(stream_, now.stream_answers, last_.stream_answers);
   Advance(hedges_, now.hedges, last_.hedges);
   Advance(failed_, now.failed_rpcs, last_.failed_rpcs);
   for (size_t s = 0; s < shard_rpcs_.size() && s < now.shard_rpcs.size(); ++s) {

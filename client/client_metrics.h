@@ -33,7 +33,7 @@ class ClientMetrics {
   std::mutex mu_;
   ClientStats last_;
   metrics::Counter *steps_, *ids_, *unique_, *local_, *fetched_, *bytes_in_,
-      *bytes_out_, *rpcs_, *retries_, *hedges_, *failed_;
+      *bytes_out_, *rpcs_, *retries_, *hedges_, *failed_, *stream_;
   std::vector<metrics::Counter*> shard_seconds_, shard_rpcs_;
 };
 

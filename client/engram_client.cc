@@ -155,6 +155,9 @@ absl::StatusOr<std::unique_ptr<EngramClient>> EngramClient::Create(
   ch.max_reconnect_backoff = c.options.max_reconnect_backoff;
   ch.http2_bdp_probe = c.options.http2_bdp_probe;
   ch.http2_window_bytes = c.options.http2_window_bytes;
+  ch.row_stream = c.options.transport == Transport::kRowStream;
+  ch.stream_connect_timeout =
+      std::clamp(c.options.rpc_deadline, absl::Milliseconds(100), absl::Seconds(2));
   c.channels = std::make_unique<ShardChannels>(addrs, ch);
   auto client = std::unique_ptr<EngramClient>(new EngramClient(std::move(impl)));
   if (c.options.metrics_registry != nullptr) {
@@ -210,6 +213,7 @@ ClientStats EngramClient::stats() const {
   s.bytes_sent = c.counters.bytes_sent.load();
   s.rpcs = c.counters.rpcs.load();
   s.retries = c.counters.retries.load();
+  s.stream_answers = c.counters.stream_answers.load();
   s.hedges = c.counters.hedges.load();
   s.failed_rpcs = c.counters.failed.load();
   std::lock_guard<std::mutex> l(impl_->stats_mu);
@@ -224,21 +228,28 @@ ClientStats EngramClient::stats() const {
 void EngramClient::Impl::Dedup(StepState& st, int layer) {
   StepState::Layer& ly = st.layers[layer];
   const size_t bt = static_cast<size_t>(st.batch * st.tokens);
-  const size_t n = bt * static_cast<size_t>(n_cols);
+  const size_t C = static_cast<size_t>(n_cols);
+  const size_t n = bt * C;
+  // The layer's ids in a row first: the index's probes are cache misses,
+  // so each is prefetched a few ids ahead.
+  ly.layer_ids.resize(n);
+  for (size_t p = 0; p < bt; ++p) {
+    std::memcpy(&ly.layer_ids[p * C], &st.ids[(p * static_cast<size_t>(n_layers) +
+                                               static_cast<size_t>(layer)) * C],
+                C * sizeof(RowId));
+  }
   ly.seen.Reset(n);
   ly.unique_rows.clear();
   ly.id_unique.resize(n);
-  size_t i = 0;
-  for (size_t p = 0; p < bt; ++p) {
-    const RowId* row_ids =
-        &st.ids[(p * static_cast<size_t>(n_layers) + static_cast<size_t>(layer)) *
-                static_cast<size_t>(n_cols)];
-    for (int c = 0; c < n_cols; ++c, ++i) {
-      const uint32_t next = static_cast<uint32_t>(ly.unique_rows.size());
-      const uint32_t u = ly.seen.FindOrInsert(row_ids[c], next);
-      if (u == next) ly.unique_rows.push_back(row_ids[c]);
-      ly.id_unique[i] = u;
-    }
+  constexpr size_t kAhead = 16;
+  for (size_t i = 0; i < std::min(n, kAhead); ++i) ly.seen.Prefetch(ly.layer_ids[i]);
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kAhead < n) ly.seen.Prefetch(ly.layer_ids[i + kAhead]);
+    const RowId row = ly.layer_ids[i];
+    const uint32_t next = static_cast<uint32_t>(ly.unique_rows.size());
+    const uint32_t u = ly.seen.FindOrInsert(row, next);
+    if (u == next) ly.unique_rows.push_back(row);
+    ly.id_unique[i] = u;
   }
 }
 
@@ -359,20 +370,20 @@ void EngramClient::Impl::SendLayers(StepState& st, int first, int last) {
 }
 
 void EngramClient::Impl::Advance(StepState& st, int wanted) {
-  if (!options.pipeline_layers) wanted = n_layers - 1;
   while (true) {
     int layer;
     {
       std::lock_guard<std::mutex> l(st.mu);
-      if (st.releasing || st.next_to_send >= n_layers) return;
-      const bool previous_in =
-          st.next_to_send == 0 || (st.layers[st.next_to_send - 1].sent &&
-                                   st.layers[st.next_to_send - 1].pending == 0);
-      if (st.next_to_send > wanted && !previous_in) return;
+      if (st.releasing || st.next_to_send >= st.deduped) return;
+      if (options.pipeline_layers) {
+        const bool previous_in =
+            st.next_to_send == 0 || (st.layers[st.next_to_send - 1].sent &&
+                                     st.layers[st.next_to_send - 1].pending == 0);
+        if (st.next_to_send > wanted && !previous_in) return;
+      }
       layer = st.next_to_send++;  // claimed: no other thread sends it
-      if (!options.pipeline_layers) st.next_to_send = n_layers;  // all of them
     }
-    SendLayers(st, layer, options.pipeline_layers ? layer : n_layers - 1);
+    SendLayers(st, layer, layer);
   }
 }
 
@@ -396,6 +407,7 @@ absl::StatusOr<Step> EngramClient::Impl::FetchRows(
   }
   st->releasing = false;
   st->next_to_send = n_layers;  // sent right here, all at once
+  st->deduped = n_layers;
   std::unique_ptr<LocalCache> no_cache = std::move(local_cache);
   SendLayers(*st, 0, n_layers - 1);
   local_cache = std::move(no_cache);
@@ -484,16 +496,25 @@ absl::StatusOr<Step> EngramClient::Prefetch(const StepInput& in) {
     ly.sent = false;
     ly.status = absl::OkStatus();
     ly.resolved = false;
-    c.Dedup(*st, l);
-    st->unique_rows += ly.unique_rows.size();
   }
   st->not_quiet = 0;
+  st->releasing = false;
+  st->next_to_send = 0;
+  st->deduped = 0;
   st->prefetched = absl::Now();
   for (int l = 0; l < c.n_layers; ++l) st->layers[l].arrived = st->prefetched;
-  // Layers go out in order: the first Engram layer's rows are needed first.
-  st->next_to_send = 0;
-  st->releasing = false;
-  c.Advance(*st, 0);
+  // Layers go out in order, each as soon as it is de-duplicated (the first
+  // Engram layer's rows are needed first, and the shards start on them
+  // while the later layers are still being de-duplicated here).
+  for (int l = 0; l < c.n_layers; ++l) {
+    c.Dedup(*st, l);
+    st->unique_rows += st->layers[l].unique_rows.size();
+    {
+      std::lock_guard<std::mutex> lock(st->mu);
+      st->deduped = l + 1;
+    }
+    c.Advance(*st, 0);
+  }
   c.steps.fetch_add(1, std::memory_order_relaxed);
   c.ids.fetch_add(st->ids.size(), std::memory_order_relaxed);
   c.unique_rows.fetch_add(st->unique_rows, std::memory_order_relaxed);

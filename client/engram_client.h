@@ -5,8 +5,8 @@
 // ids across the batch and across layers, routes them to shards
 // (row % n_shards), and sends batched Lookups without blocking: one per
 // (shard, layer), later layers going out as the earlier ones arrive
-// (ClientOptions::pipeline_layers, the default), or one per shard carrying
-// every layer; more when over Options::max_rows_per_rpc. Wait() blocks only
+// (ClientOptions::pipeline_layers, the default) or each as soon as it is
+// de-duplicated; more when over Options::max_rows_per_rpc. Wait() blocks only
 // until one layer's rows are in, then writes them in [B, T, n_cols, row]
 // order into the caller's buffer: raw stored rows, or dequantised f32/bf16.
 // A worker can Wait for the first Engram layer while the second's rows are
@@ -41,6 +41,16 @@ namespace metrics {
 class Registry;
 }
 
+// How Lookups travel (docs/wire-protocol.md).
+enum class Transport {
+  // The shard's row stream (the same Lookup messages framed on a plain TCP
+  // connection, its port learned from Info) where the replica offers one,
+  // else gRPC. Within a few percent of a bare TCP exchange.
+  kRowStream,
+  // gRPC (HTTP/2) only.
+  kGrpc,
+};
+
 struct ClientOptions {
   // Table directory (its manifest.json gives the hash layout and the row
   // geometry). REQUIRED.
@@ -55,11 +65,14 @@ struct ClientOptions {
   // Table version to ask for; 0 = the shard map's version.
   uint64_t version = 0;
 
-  // Deadline of one RPC attempt.
+  // Transport of the Lookups (the default: the row stream where offered).
+  Transport transport = Transport::kRowStream;
+  // Deadline of one RPC attempt (also bounds a row stream's connect).
   absl::Duration rpc_deadline = absl::Seconds(2);
   // Row ids per Lookup RPC; a shard's batch over this is split.
   uint32_t max_rows_per_rpc = 16384;
-  // gRPC channels per replica (separate TCP connections); RPCs of a step
+  // gRPC channels per replica (separate TCP connections), and as many row
+  // stream connections; RPCs of a step
   // round-robin over them, and a shard's rows of a step are split into this
   // many RPCs (of at least 1,024 rows each) so every connection carries a
   // share.
@@ -72,12 +85,14 @@ struct ClientOptions {
   absl::Duration min_hedge_delay = absl::Microseconds(500);
   // Send a layer's requests only once the layer before it has arrived (or a
   // Wait asks for it), so the first Engram layer, whose prefetch window is a
-  // single block, does not share the shards with the later ones. Off: every
-  // layer is sent at Prefetch, in one Lookup per shard.
+  // single block, does not share the shards with the later ones. Off: each
+  // layer is sent during Prefetch as soon as it is de-duplicated, so the
+  // shards serve the first while the client de-duplicates the next (the
+  // most rows per second for a closed loop).
   bool pipeline_layers = true;
   // Reconnect backoff of the channels.
   absl::Duration max_reconnect_backoff = absl::Seconds(2);
-  // gRPC's HTTP/2 bandwidth-delay probing (pings that size the flow-control
+  // (gRPC transport) HTTP/2 bandwidth-delay probing (pings that size the flow-control
   // windows and socket reads to the measured bandwidth). On: best for
   // multi-MB replies (≈15% more rows/s at 12,288-row steps, engram-bench).
   // Off: no probe pings and a fixed receive window of `http2_window_bytes`
@@ -138,9 +153,10 @@ struct ClientStats {
   uint64_t unique_rows = 0;    // after de-duplication
   uint64_t local_hits = 0;     // unique rows served by the local cache
   uint64_t rows_fetched = 0;   // unique rows received from shards
-  uint64_t bytes_received = 0; // response bytes on the wire (gRPC payload)
-  uint64_t bytes_sent = 0;     // request bytes (gRPC payload)
+  uint64_t bytes_received = 0; // response bytes (Lookup messages, unframed)
+  uint64_t bytes_sent = 0;     // request bytes (Lookup messages, unframed)
   uint64_t rpcs = 0;
+  uint64_t stream_answers = 0; // attempts answered over a row stream (rest: gRPC)
   uint64_t retries = 0;        // attempts on another replica after a failure
   uint64_t hedges = 0;         // hedged attempts sent
   uint64_t failed_rpcs = 0;    // RPCs no replica answered

@@ -49,8 +49,9 @@ struct EngramClient::Impl {
   // Sends layers [first, last]: one Lookup per shard carrying all of them
   // (several when over max_rows_per_rpc).
   void SendLayers(StepState& st, int first, int last);
-  // Sends the step's next layers in order: each once the one before it has
-  // arrived (options.pipeline_layers), and every layer up to `wanted` now.
+  // Sends the step's next de-duplicated layers in order, one Lookup per
+  // shard each: with options.pipeline_layers each once the one before it
+  // has arrived, and every layer up to `wanted` now; without, at once.
   void Advance(StepState& st, int wanted);
   void Resolve(StepState& st, int layer);
   RpcPolicy Policy() const;

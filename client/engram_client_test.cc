@@ -4,6 +4,7 @@
 
 #include <fstream>
 #include <random>
+#include <tuple>
 #include <thread>
 
 #include "common/fp8.h"
@@ -64,10 +65,11 @@ class Cluster {
   std::unique_ptr<TableReader> reader_;
 };
 
-std::unique_ptr<ShardServer> StartShard(int s, uint64_t ram_budget) {
+std::unique_ptr<ShardServer> StartShard(int s, uint64_t ram_budget, bool stream = true) {
   ShardServerOptions o;
   o.db_dir = Cluster::Get().shard_dir(s);
   o.ram_budget_bytes = ram_budget;
+  o.stream_port = stream ? 0 : -1;
   o.reader_threads = 4;
   absl::StatusOr<std::unique_ptr<ShardServer>> server = ShardServer::Start(o);
   EXPECT_TRUE(server.ok()) << server.status();
@@ -86,13 +88,14 @@ struct Deployment {
   int replicas = 1;
 };
 
-Deployment StartDeployment(uint64_t ram_budget, int replicas = 1) {
+// `stream`: the servers offer a row stream.
+Deployment StartDeployment(uint64_t ram_budget, int replicas = 1, bool stream = true) {
   Deployment d;
   d.replicas = replicas;
   for (int s = 0; s < kShards; ++s) {
     d.addrs.emplace_back();
     for (int r = 0; r < replicas; ++r) {
-      d.servers.push_back(StartShard(s, ram_budget));
+      d.servers.push_back(StartShard(s, ram_budget, stream));
       EXPECT_NE(d.servers.back(), nullptr);
       if (d.servers.back() != nullptr) d.addrs.back().push_back(Addr(*d.servers.back()));
     }
@@ -100,8 +103,10 @@ Deployment StartDeployment(uint64_t ram_budget, int replicas = 1) {
   return d;
 }
 
-ClientOptions BaseOptions(const std::vector<std::vector<std::string>>& addrs) {
+ClientOptions BaseOptions(const std::vector<std::vector<std::string>>& addrs,
+                          Transport transport = Transport::kRowStream) {
   ClientOptions o;
+  o.transport = transport;
   o.table_dir = Cluster::Get().table_dir();
   o.shard_map_path = Cluster::Get().map_path();
   o.shard_addresses = addrs;
@@ -182,14 +187,16 @@ void RunGeneration(EngramClient& client, int batch, int prefill, int decode_step
   for (int d = 0; d < decode_steps; ++d) step_of(prefill + d, 1, false);
 }
 
-class ClientTest : public ::testing::TestWithParam<int> {};
+class ClientTest : public ::testing::TestWithParam<std::tuple<int, Transport>> {};
 
-// Hot tier 0, ~10% and everything: the client's rows are the table's.
+// Hot tier 0, ~10% and everything, over either transport: the client's
+// rows are the table's.
 TEST_P(ClientTest, RowsEqualTheTableFile) {
-  const uint64_t budget = static_cast<uint64_t>(GetParam());
+  const uint64_t budget = static_cast<uint64_t>(std::get<0>(GetParam()));
+  const Transport transport = std::get<1>(GetParam());
   Deployment d = StartDeployment(budget);
   const auto& addrs = d.addrs;
-  auto client = EngramClient::Create(BaseOptions(addrs));
+  auto client = EngramClient::Create(BaseOptions(addrs, transport));
   ASSERT_TRUE(client.ok()) << client.status();
   RunGeneration(**client, 4, 40, 6, 1 + budget);
   const ClientStats st = (*client)->stats();
@@ -198,13 +205,35 @@ TEST_P(ClientTest, RowsEqualTheTableFile) {
   EXPECT_GT(st.ids, st.unique_rows);
   EXPECT_EQ(st.rows_fetched, st.unique_rows);
   EXPECT_GE(st.bytes_received, st.rows_fetched * 66);
+  EXPECT_EQ(st.stream_answers, transport == Transport::kRowStream ? st.rpcs : 0u);
 }
 // The small table: ~7,700 rows of 66 bytes per layer, ~0.34 MB per shard.
-INSTANTIATE_TEST_SUITE_P(HotTier, ClientTest, ::testing::Values(0, 34 << 10, 64 << 20));
+INSTANTIATE_TEST_SUITE_P(HotTier, ClientTest,
+                         ::testing::Combine(::testing::Values(0, 34 << 10, 64 << 20),
+                                            ::testing::Values(Transport::kRowStream,
+                                                              Transport::kGrpc)),
+                         [](const ::testing::TestParamInfo<std::tuple<int, Transport>>& p) {
+                           return "budget" + std::to_string(std::get<0>(p.param)) +
+                                  (std::get<1>(p.param) == Transport::kRowStream
+                                       ? "_row_stream"
+                                       : "_grpc");
+                         });
 
-// Without pipelining every layer of a step goes in one Lookup per shard;
-// a small max_rows_per_rpc cuts those requests, also across layer
-// boundaries. The rows stay those of the table file either way.
+// Servers that offer no row stream: the client's Lookups go over gRPC.
+TEST(Client, ShardsWithoutARowStreamAreServedOverGrpc) {
+  Deployment d = StartDeployment(34 << 10, 1, /*stream=*/false);
+  auto client = EngramClient::Create(BaseOptions(d.addrs));
+  ASSERT_TRUE(client.ok()) << client.status();
+  RunGeneration(**client, 3, 20, 3, 21);
+  const ClientStats st = (*client)->stats();
+  EXPECT_EQ(st.failed_rpcs, 0u);
+  EXPECT_GT(st.rpcs, 0u);
+  EXPECT_EQ(st.stream_answers, 0u);
+}
+
+// Without pipelining every layer of a step goes out as soon as it is
+// de-duplicated, one Lookup per shard and layer; a small max_rows_per_rpc
+// cuts those requests. The rows stay those of the table file either way.
 TEST(Client, MultiLayerRequestsCutAtTheRowLimitKeepEveryRow) {
   Deployment d = StartDeployment(34 << 10);
   for (const auto& [pipeline, limit] :
@@ -227,28 +256,31 @@ TEST(Client, MultiLayerRequestsCutAtTheRowLimitKeepEveryRow) {
     ASSERT_TRUE(client2.ok()) << client2.status();
     RunGeneration(**client2, 16, 100, 1, 12);
     if (!pipeline && limit == 16384) {
-      EXPECT_GT((*client2)->stats().rpcs, (*client2)->stats().steps * (*client2)->n_shards());
+      EXPECT_GT((*client2)->stats().rpcs, (*client2)->stats().steps * (*client2)->n_shards() *
+                                              (*client2)->n_layers());
     }
     const uint64_t layers = static_cast<uint64_t>((*client)->n_layers());
     const uint64_t shards = static_cast<uint64_t>((*client)->n_shards());
-    if (!pipeline && limit == 16384) {
-      EXPECT_EQ(st.rpcs, st.steps * shards) << "one RPC per shard per step";
+    if (limit == 16384) {
+      EXPECT_EQ(st.rpcs, st.steps * shards * layers) << "one RPC per shard and layer";
     } else {
       EXPECT_GE(st.rpcs, (st.rows_fetched + limit - 1) / limit);
-      EXPECT_GT(st.rpcs, st.steps * shards * (pipeline ? layers : 1));
+      EXPECT_GT(st.rpcs, st.steps * shards * layers);
     }
   }
 }
 
 TEST(Client, FailsOverToTheNextReplicaWithNoWrongRow) {
-  Deployment d = StartDeployment(0, /*replicas=*/2);
-  auto client = EngramClient::Create(BaseOptions(d.addrs));
-  ASSERT_TRUE(client.ok()) << client.status();
-  RunGeneration(**client, 2, 16, 2, 3);
-  d.server(1, 0).Shutdown(absl::ZeroDuration());  // a replica dies mid-run
-  RunGeneration(**client, 2, 16, 4, 4);
-  EXPECT_GT((*client)->stats().retries, 0u);
-  EXPECT_EQ((*client)->stats().failed_rpcs, 0u);
+  for (Transport transport : {Transport::kRowStream, Transport::kGrpc}) {
+    Deployment d = StartDeployment(0, /*replicas=*/2);
+    auto client = EngramClient::Create(BaseOptions(d.addrs, transport));
+    ASSERT_TRUE(client.ok()) << client.status();
+    RunGeneration(**client, 2, 16, 2, 3);
+    d.server(1, 0).Shutdown(absl::ZeroDuration());  // a replica dies mid-run
+    RunGeneration(**client, 2, 16, 4, 4);
+    EXPECT_GT((*client)->stats().retries, 0u);
+    EXPECT_EQ((*client)->stats().failed_rpcs, 0u);
+  }
 }
 
 TEST(Client, HedgedRequestsReturnTheSameRows) {

@@ -4,6 +4,7 @@
 #include <climits>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -57,10 +58,11 @@ ShardChannels::ShardChannels(
     const ChannelOptions& options)
     : addresses_(addresses) {
   replicas_.resize(addresses.size());
+  const int per_replica = std::max(1, options.channels_per_replica);
   for (size_t s = 0; s < addresses.size(); ++s) {
     for (const std::string& addr : addresses[s]) {
       auto r = std::make_unique<Replica>();
-      for (int c = 0; c < std::max(1, options.channels_per_replica); ++c) {
+      for (int c = 0; c < per_replica; ++c) {
         grpc::ChannelArguments args;
         args.SetMaxReceiveMessageSize(-1);
         args.SetMaxSendMessageSize(-1);
@@ -77,9 +79,18 @@ ShardChannels::ShardChannels(
           args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES,
                       static_cast<int>(std::min<uint32_t>(options.http2_window_bytes, INT32_MAX)));
         }
-        r->stubs.push_back(std::make_unique<grpc::GenericStub>(
-            grpc::CreateCustomChannel(addr, grpc::InsecureChannelCredentials(),
-                                      args)));
+        std::shared_ptr<grpc::Channel> channel =
+            grpc::CreateCustomChannel(addr, grpc::InsecureChannelCredentials(), args);
+        r->stubs.push_back(std::make_unique<grpc::GenericStub>(channel));
+        if (options.row_stream) {
+          StreamConnectionOptions so;
+          so.address = addr;
+          so.channel = channel;
+          so.connect_timeout = options.stream_connect_timeout;
+          so.max_backoff = options.max_reconnect_backoff;
+          so.buffers = &buffers_;
+          r->streams.push_back(std::make_unique<StreamConnection>(std::move(so)));
+        }
       }
       replicas_[s].push_back(std::move(r));
     }
@@ -101,10 +112,10 @@ std::string ShardChannels::Describe(int shard) const {
                       ")");
 }
 
-grpc::GenericStub* ShardChannels::Stub(int shard, int replica) {
+int ShardChannels::NextChannel(int shard, int replica) {
   Replica& r = *replicas_[shard][replica];
   const uint32_t i = r.next.fetch_add(1, std::memory_order_relaxed);
-  return r.stubs[i % r.stubs.size()].get();
+  return static_cast<int>(i % r.stubs.size());
 }
 
 ShardRpc::ShardRpc(ShardChannels* channels, RpcCounters* counters,
@@ -119,6 +130,9 @@ ShardRpc::ShardRpc(ShardChannels* channels, RpcCounters* counters,
       on_done_(std::move(on_done)),
       on_quiet_(std::move(on_quiet)) {
   hedge_tag_.rpc = this;
+  if (!request_.TrySingleSlice(&request_slice_).ok()) {
+    (void)request_.DumpToSingleSlice(&request_slice_);
+  }
   attempts_.reserve(static_cast<size_t>(channels_->n_replicas(shard)));
 }
 
@@ -157,16 +171,26 @@ void ShardRpc::Start(const RpcPolicy& policy, int first_replica) {
 }
 
 void ShardRpc::Launch(Attempt* a) {
-  const absl::Time now = absl::Now();
-  a->start = now;
-  a->context.set_deadline(absl::ToChronoTime(now + policy_.deadline));
-  a->call = channels_->Stub(shard_, a->replica)
+  a->start = absl::Now();
+  a->channel = channels_->NextChannel(shard_, a->replica);
+  if (StreamConnection* stream = channels_->Stream(shard_, a->replica, a->channel)) {
+    a->stream.store(stream);
+    stream->Send(a, request_slice_, a->start + policy_.deadline);  // may call UseGrpc
+    return;
+  }
+  LaunchGrpc(a);
+}
+
+void ShardRpc::LaunchGrpc(Attempt* a) {
+  a->stream.store(nullptr);
+  a->context.set_deadline(absl::ToChronoTime(a->start + policy_.deadline));
+  a->call = channels_->Stub(shard_, a->replica, a->channel)
                 ->PrepareUnaryCall(&a->context, kLookupMethod, request_, channels_->cq());
   a->call->StartCall();
   a->call->Finish(&a->response, &a->status, a);
 }
 
-void ShardRpc::OnAttemptDone(Attempt* a, const grpc::Status& status) {
+void ShardRpc::OnAttemptDone(Attempt* a, const absl::Status& status) {
   const absl::Duration took = absl::Now() - a->start;
   const std::string& addr = channels_->address(shard_, a->replica);
   bool finish = false, cancel_alarm = false, quiet = false;
@@ -189,8 +213,9 @@ void ShardRpc::OnAttemptDone(Attempt* a, const grpc::Status& status) {
         }
       } else {
         last_error_ = absl::Status(
-            static_cast<absl::StatusCode>(status.error_code()),
-            absl::StrCat(addr, ": ", status.error_message()));
+            status.code(),
+            absl::StrCat(absl::StartsWith(status.message(), addr) ? "" : addr + ": ",
+                         status.message()));
       }
       if (!done_) {
         if (!cancelled_ && outstanding_ == 0 && Retryable(last_error_.code())) {
@@ -261,7 +286,10 @@ void ShardRpc::Cancel() {
     for (auto& a : attempts_) live.push_back(a.get());
   }
   if (cancel_alarm) alarm_.Cancel();
-  for (Attempt* a : live) a->context.TryCancel();
+  for (Attempt* a : live) {
+    if (StreamConnection* stream = a->stream.load()) stream->Cancel(a);
+    a->context.TryCancel();
+  }
 }
 
 }  // namespace engram

@@ -22,12 +22,14 @@
 #include "grpcpp/completion_queue.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/support/byte_buffer.h"
+#include "client/stream_connection.h"
 
 namespace engram {
 
 // Lock-free running counters of RPC outcomes, shared by all steps.
 struct RpcCounters {
   std::atomic<uint64_t> rpcs{0}, retries{0}, hedges{0}, failed{0};
+  std::atomic<uint64_t> stream_answers{0};  // attempts answered OK over a row stream
   std::atomic<uint64_t> bytes_sent{0}, bytes_received{0};
 };
 
@@ -52,6 +54,10 @@ struct ChannelOptions {
   // ClientOptions::http2_bdp_probe and http2_window_bytes.
   bool http2_bdp_probe = true;
   uint32_t http2_window_bytes = 16 << 20;
+  // ClientOptions::transport == kRowStream: one StreamConnection per
+  // channel, used where the replica offers a row stream.
+  bool row_stream = true;
+  absl::Duration stream_connect_timeout = absl::Seconds(2);
 };
 
 // A completion of ShardChannels' queue: an RPC attempt or an alarm.
@@ -63,11 +69,14 @@ class CqTag {
   ~CqTag() = default;
 };
 
-// Owns the channels and one completion queue for every RPC and alarm made
-// on them, drained by one thread of its own: a response is read from the
+// Owns the channels, each replica's row stream connections (one per
+// channel), and one completion queue for every gRPC call and alarm made on
+// them, drained by one thread of its own: a response is read from the
 // socket and handed to its RPC by the same thread, with no hand-off
-// between threads. Thread-safe; immutable after construction.
-// REQUIRES: every RPC has finished before destruction.
+// between threads (a row stream's own thread does the same for its
+// responses). Thread-safe; immutable after construction.
+// REQUIRES: every RPC has finished, and every response slice is released,
+// before destruction.
 class ShardChannels {
  public:
   ShardChannels(const std::vector<std::vector<std::string>>& addresses,
@@ -83,16 +92,26 @@ class ShardChannels {
   }
   // "a|b|c": the shard's replicas, for error messages.
   std::string Describe(int shard) const;
-  // A stub of the replica, round-robin over its channels.
-  grpc::GenericStub* Stub(int shard, int replica);
+  // The replica's next channel index, round-robin.
+  int NextChannel(int shard, int replica);
+  grpc::GenericStub* Stub(int shard, int replica, int channel) {
+    return replicas_[shard][replica]->stubs[channel].get();
+  }
+  // The channel's row stream, or nullptr when the row stream is off.
+  StreamConnection* Stream(int shard, int replica, int channel) {
+    Replica& r = *replicas_[shard][replica];
+    return r.streams.empty() ? nullptr : r.streams[channel].get();
+  }
   // The queue; each tag put on it must be a CqTag.
   grpc::CompletionQueue* cq() { return &cq_; }
 
  private:
   struct Replica {
     std::vector<std::unique_ptr<grpc::GenericStub>> stubs;
+    std::vector<std::unique_ptr<StreamConnection>> streams;  // empty: off
     std::atomic<uint32_t> next{0};
   };
+  StreamBufferPool buffers_;  // first: outlives the streams
   std::vector<std::vector<std::string>> addresses_;
   std::vector<std::vector<std::unique_ptr<Replica>>> replicas_;
   grpc::CompletionQueue cq_;
@@ -105,9 +124,11 @@ struct RpcPolicy {
   absl::Duration hedge_delay;  // resolved (never zero when hedge is on)
 };
 
-// One Lookup of one shard's chunk of a step, with its attempts. Created and
-// started by the step; `on_done` runs exactly once, on the channels'
-// completion thread, with
+// One Lookup of one shard's chunk of a step, with its attempts, each over
+// the replica's row stream where it offers one, else over gRPC. Created and
+// started by the step; `on_done` runs exactly once, on the thread that
+// completed the last attempt (the channels' completion thread, a row
+// stream's thread, or the sender's for an attempt refused at once), with
 // OK after `decode` accepted a response, or the error of the last attempt.
 // The object must outlive Quiet() returning true; Cancel() hurries it.
 class ShardRpc {
@@ -130,15 +151,26 @@ class ShardRpc {
   absl::Duration latency() const { return latency_; }
 
  private:
-  struct Attempt final : CqTag {
+  struct Attempt final : CqTag, StreamCall {
     ShardRpc* rpc = nullptr;
     grpc::ClientContext context;
     std::unique_ptr<grpc::GenericClientAsyncResponseReader> call;
     grpc::ByteBuffer response;
     grpc::Status status;
     int replica = 0;
+    int channel = 0;
+    std::atomic<StreamConnection*> stream{nullptr};  // while sent on one
     absl::Time start;
-    void Complete(bool) override { rpc->OnAttemptDone(this, status); }
+    void Complete(bool) override {
+      rpc->OnAttemptDone(this, absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                                            status.error_message()));
+    }
+    void StreamDone(const absl::Status& s, grpc::ByteBuffer* r) override {
+      if (r != nullptr) response.Swap(r);
+      if (s.ok()) rpc->counters_->stream_answers.fetch_add(1, std::memory_order_relaxed);
+      rpc->OnAttemptDone(this, s);
+    }
+    void UseGrpc() override { rpc->LaunchGrpc(this); }
   };
   struct HedgeTag final : CqTag {
     ShardRpc* rpc = nullptr;
@@ -148,7 +180,8 @@ class ShardRpc {
   // every replica was tried.
   Attempt* NextAttemptLocked();
   void Launch(Attempt* a);
-  void OnAttemptDone(Attempt* a, const grpc::Status& status);
+  void LaunchGrpc(Attempt* a);
+  void OnAttemptDone(Attempt* a, const absl::Status& status);
   void OnHedgeAlarm(bool fired);
   // REQUIRES: mu_ held. True once nothing can call back any more.
   bool QuietLocked() const { return done_ && outstanding_ == 0 && !alarm_pending_; }
@@ -158,6 +191,7 @@ class ShardRpc {
   LatencyWindow* const latency_window_;
   const int shard_;
   const grpc::ByteBuffer request_;
+  grpc::Slice request_slice_;  // the same bytes, for the row stream
   const DecodeFn decode_;
   const DoneFn on_done_;
   const QuietFn on_quiet_;

@@ -94,6 +94,7 @@ struct StepState {
   // Per layer: de-duplicated rows, grouped by shard, and where each of the
   // layer's ids finds its bytes.
   struct Layer {
+    std::vector<uint64_t> layer_ids;    // scratch: the layer's ids (b,t,c)
     KeySlotIndex seen;                  // row -> unique index
     std::vector<uint64_t> unique_rows;  // in first-seen order
     std::vector<uint32_t> unique_pos;   // unique index -> grouped slot or local
@@ -127,6 +128,7 @@ struct StepState {
   std::condition_variable cv;
   int not_quiet = 0;      // RPCs that may still call back
   int next_to_send = 0;   // layers [0, next_to_send) have been sent
+  int deduped = 0;        // layers [0, deduped) are ready to send
   bool releasing = false; // the Step is being destroyed: send nothing more
   // Sends the layers that are due (EngramClient::Impl::Advance); set once.
   std::function<void(StepState&, int)> advance;

@@ -1,0 +1,458 @@
+#include "client/stream_connection.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/socket_io.h"
+#include "engram/v1/engram_store.grpc.pb.h"
+#include "grpcpp/client_context.h"
+#include "service/stream_wire.h"
+
+namespace engram {
+
+// ---------------------------------------------------------------- buffers
+
+struct StreamBufferPool::Buffer {
+  std::unique_ptr<uint8_t[]> data;
+  size_t capacity = 0;
+  StreamBufferPool* pool = nullptr;
+};
+
+StreamBufferPool::~StreamBufferPool() {
+  for (Buffer* b : free_) delete b;
+}
+
+StreamBufferPool::Buffer* StreamBufferPool::Get(size_t bytes) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (size_t i = 0; i < free_.size(); ++i) {
+      if (free_[i]->capacity >= bytes) {
+        Buffer* b = free_[i];
+        free_[i] = free_.back();
+        free_.pop_back();
+        return b;
+      }
+    }
+  }
+  auto* b = new Buffer;
+  b->capacity = std::max<size_t>(bytes, 4096);
+  b->data.reset(new uint8_t[b->capacity]);
+  b->pool = this;
+  return b;
+}
+
+uint8_t* StreamBufferPool::Data(Buffer* b) { return b->data.get(); }
+
+grpc::Slice StreamBufferPool::ToSlice(Buffer* b, size_t bytes) {
+  return grpc::Slice(
+      b->data.get(), bytes, [](void* user) { auto* buf = static_cast<Buffer*>(user); buf->pool->Put(buf); },
+      b);
+}
+
+void StreamBufferPool::Put(Buffer* b) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (free_.size() < kMaxFree) {
+      free_.push_back(b);
+      return;
+    }
+  }
+  delete b;
+}
+
+// ------------------------------------------------------------- connection
+
+namespace {
+
+// A response larger than this is a broken stream, not a response.
+constexpr uint64_t kMaxResponseBytes = uint64_t{1} << 31;
+
+absl::Status StreamError(const std::string& address, absl::string_view why) {
+  return absl::UnavailableError(absl::StrCat(address, ": row stream: ", why));
+}
+
+}  // namespace
+
+StreamConnection::StreamConnection(StreamConnectionOptions options)
+    : options_(std::move(options)) {
+  wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  int port = 0;
+  if (!SplitHostPort(options_.address, &host_, &port).ok() || wake_fd_ < 0) {
+    // Not host:port (a gRPC target such as unix:...): gRPC only.
+    absl::MutexLock lock(&mu_);
+    state_ = State::kNoStream;
+    return;
+  }
+  reader_ = std::thread([this] { Run(); });
+  writer_ = std::thread([this] { WriteLoop(); });
+}
+
+StreamConnection::~StreamConnection() {
+  {
+    absl::MutexLock lock(&mu_);
+    state_ = State::kStopping;
+    if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
+    if (connecting_ != nullptr) connecting_->TryCancel();
+  }
+  Wake();
+  if (reader_.joinable()) reader_.join();
+  if (writer_.joinable()) writer_.join();
+  std::vector<StreamCall*> left;
+  {
+    absl::MutexLock lock(&mu_);
+    left = TakeAllLocked();
+  }
+  for (StreamCall* call : left) call->StreamDone(absl::CancelledError("client closed"), nullptr);
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+}
+
+void StreamConnection::Wake() {
+  const uint64_t one = 1;
+  if (wake_fd_ >= 0) (void)!::write(wake_fd_, &one, sizeof(one));
+}
+
+void StreamConnection::Send(StreamCall* call, const grpc::Slice& request, absl::Time deadline) {
+  absl::Status fail;
+  bool use_grpc = false, wake = false;
+  {
+    absl::MutexLock lock(&mu_);
+    switch (state_) {
+      case State::kNoStream:
+        use_grpc = true;
+        break;
+      case State::kBackoff:
+        fail = last_error_;
+        break;
+      case State::kStopping:
+        fail = absl::CancelledError("client closing");
+        break;
+      case State::kConnecting:
+      case State::kReady:
+        wake = outstanding_.empty();
+        outstanding_.push_back(Outstanding{next_id_, call, deadline, request});
+        if (++next_id_ == 0) next_id_ = 1;
+        if (state_ == State::kReady) {
+          WriteOrQueueLocked(outstanding_.back());
+          outstanding_.back().request = grpc::Slice();
+        }
+        break;
+    }
+  }
+  if (wake) Wake();
+  if (use_grpc) {
+    call->UseGrpc();
+  } else if (!fail.ok()) {
+    call->StreamDone(fail, nullptr);
+  }
+}
+
+void StreamConnection::Cancel(StreamCall* call) {
+  bool found = false;
+  {
+    absl::MutexLock lock(&mu_);
+    for (size_t i = 0; i < outstanding_.size(); ++i) {
+      if (outstanding_[i].call == call) {
+        outstanding_[i] = std::move(outstanding_.back());
+        outstanding_.pop_back();
+        found = true;
+        break;
+      }
+    }
+  }
+  if (found) call->StreamDone(absl::CancelledError("cancelled"), nullptr);
+}
+
+StreamCall* StreamConnection::TakeLocked(uint32_t id) {
+  for (size_t i = 0; i < outstanding_.size(); ++i) {
+    if (outstanding_[i].id == id) {
+      StreamCall* call = outstanding_[i].call;
+      outstanding_[i] = std::move(outstanding_.back());
+      outstanding_.pop_back();
+      return call;
+    }
+  }
+  return nullptr;
+}
+
+std::vector<StreamCall*> StreamConnection::TakeAllLocked() {
+  std::vector<StreamCall*> calls;
+  for (const Outstanding& o : outstanding_) calls.push_back(o.call);
+  outstanding_.clear();
+  return calls;
+}
+
+std::vector<StreamCall*> StreamConnection::TakeExpiredLocked(absl::Time now) {
+  std::vector<StreamCall*> expired;
+  for (size_t i = 0; i < outstanding_.size();) {
+    if (outstanding_[i].deadline <= now) {
+      expired.push_back(outstanding_[i].call);
+      outstanding_[i] = std::move(outstanding_.back());
+      outstanding_.pop_back();
+    } else {
+      ++i;
+    }
+  }
+  return expired;
+}
+
+void StreamConnection::FailExpired(const std::vector<StreamCall*>& calls) {
+  for (StreamCall* call : calls) {
+    call->StreamDone(absl::DeadlineExceededError(absl::StrCat(
+                         options_.address, ": row stream: no answer by the deadline")),
+                     nullptr);
+  }
+}
+
+void StreamConnection::WriteOrQueueLocked(const Outstanding& o) {
+  Write w;
+  stream::EncodeHeader({o.id, stream::kLookup, o.request.size()}, w.header);
+  w.payload = o.request;
+  if (writes_.empty() && !writer_busy_) {
+    const iovec iov[2] = {{w.header, sizeof(w.header)},
+                          {const_cast<uint8_t*>(w.payload.begin()), w.payload.size()}};
+    const ssize_t n = WriteSome(fd_, iov, 2);
+    if (n < 0) {
+      ::shutdown(fd_, SHUT_RDWR);  // the reader fails the call
+      return;
+    }
+    if (static_cast<size_t>(n) == sizeof(w.header) + w.payload.size()) return;
+    w.done = static_cast<size_t>(n);
+  }
+  writes_.push_back(std::move(w));
+}
+
+void StreamConnection::WriteLoop() {
+  auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return state_ == State::kStopping || state_ == State::kNoStream ||
+           (state_ == State::kReady && !writes_.empty());
+  };
+  for (;;) {
+    Write w;
+    int fd;
+    uint64_t generation;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(&ready));
+      if (state_ == State::kStopping || state_ == State::kNoStream) return;
+      w = std::move(writes_.front());
+      writes_.pop_front();
+      writer_busy_ = true;
+      fd = fd_;
+      generation = generation_;
+    }
+    iovec iov[2] = {{w.header, sizeof(w.header)},
+                    {const_cast<uint8_t*>(w.payload.begin()), w.payload.size()}};
+    iovec* p = iov;
+    int n = 2;
+    AdvanceIov(&p, &n, w.done);
+    const bool ok = WriteFull(fd, p, n);
+    absl::MutexLock lock(&mu_);
+    writer_busy_ = false;
+    if (!ok && generation == generation_) ::shutdown(fd, SHUT_RDWR);
+  }
+}
+
+absl::StatusOr<int> StreamConnection::Connect() {
+  v1::InfoResponse info;
+  {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + options_.connect_timeout));
+    {
+      absl::MutexLock lock(&mu_);
+      if (state_ == State::kStopping) return absl::CancelledError("client closing");
+      connecting_ = &context;
+    }
+    std::unique_ptr<v1::EngramStore::Stub> stub = v1::EngramStore::NewStub(options_.channel);
+    const grpc::Status status = stub->Info(&context, v1::InfoRequest(), &info);
+    {
+      absl::MutexLock lock(&mu_);
+      connecting_ = nullptr;
+    }
+    if (!status.ok()) {
+      return StreamError(options_.address, absl::StrCat("Info: ", status.error_message()));
+    }
+  }
+  if (info.stream_port() == 0) return -1;
+  absl::StatusOr<int> fd =
+      ConnectTcp(host_, static_cast<int>(info.stream_port()), options_.connect_timeout);
+  if (!fd.ok()) return StreamError(options_.address, fd.status().message());
+  uint8_t hello[stream::kHelloBytes];
+  stream::EncodeHello(stream::kVersion, hello);
+  iovec iov = {hello, sizeof(hello)};
+  timeval tv = absl::ToTimeval(options_.connect_timeout);
+  ::setsockopt(*fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  absl::Status failed;
+  if (!WriteFull(*fd, &iov, 1) || !ReadFull(*fd, hello, sizeof(hello))) {
+    failed = StreamError(options_.address, absl::StrCat("hello: ", errno == 0 ? "closed" : std::strerror(errno)));
+  } else if (absl::StatusOr<uint32_t> v = stream::DecodeHello(hello); !v.ok()) {
+    failed = StreamError(options_.address, v.status().message());
+  } else if (*v != stream::kVersion) {
+    failed = StreamError(options_.address,
+                         absl::StrCat("the shard answers with version ", *v,
+                                      "; this client speaks version ", stream::kVersion));
+  }
+  if (!failed.ok()) {
+    ::close(*fd);
+    return failed;
+  }
+  tv = timeval{};
+  ::setsockopt(*fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  return fd;
+}
+
+void StreamConnection::Run() {
+  absl::Duration backoff = options_.min_backoff;
+  auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return state_ == State::kStopping;
+  };
+  for (;;) {
+    absl::StatusOr<int> fd = Connect();
+    std::vector<StreamCall*> failed, rerouted, expired;
+    absl::Status error;
+    {
+      absl::MutexLock lock(&mu_);
+      if (state_ == State::kStopping) {
+        if (fd.ok() && *fd >= 0) ::close(*fd);
+        return;
+      }
+      expired = TakeExpiredLocked(absl::Now());
+      if (!fd.ok()) {
+        state_ = State::kBackoff;
+        last_error_ = error = fd.status();
+        failed = TakeAllLocked();
+      } else if (*fd < 0) {
+        state_ = State::kNoStream;
+        rerouted = TakeAllLocked();
+      } else {
+        fd_ = *fd;
+        ++generation_;
+        state_ = State::kReady;
+        for (Outstanding& o : outstanding_) {  // queued while connecting
+          WriteOrQueueLocked(o);
+          o.request = grpc::Slice();
+        }
+      }
+    }
+    FailExpired(expired);
+    for (StreamCall* call : failed) call->StreamDone(error, nullptr);
+    for (StreamCall* call : rerouted) call->UseGrpc();
+    if (!fd.ok()) {
+      absl::MutexLock lock(&mu_);
+      if (mu_.AwaitWithTimeout(absl::Condition(&stopping), backoff)) return;
+      state_ = State::kConnecting;
+      backoff = std::min(backoff * 2, options_.max_backoff);
+      continue;
+    }
+    if (*fd < 0) return;  // gRPC only, for good
+    backoff = options_.min_backoff;
+    const absl::Status why = ReadLoop(*fd);
+    {
+      absl::MutexLock lock(&mu_);
+      ::shutdown(fd_, SHUT_RDWR);
+      mu_.Await(absl::Condition(
+          +[](bool* busy) { return !*busy; }, &writer_busy_));
+      ::close(fd_);
+      fd_ = -1;
+      writes_.clear();
+      ++generation_;
+      failed = TakeAllLocked();
+      if (state_ == State::kStopping) {
+        error = absl::CancelledError("client closed");
+      } else {
+        state_ = State::kConnecting;
+        error = StreamError(options_.address, why.message());
+      }
+    }
+    for (StreamCall* call : failed) call->StreamDone(error, nullptr);
+    absl::MutexLock lock(&mu_);
+    if (state_ == State::kStopping) return;
+  }
+}
+
+absl::Status StreamConnection::ReadLoop(int fd) {
+  uint8_t head[stream::kHeaderBytes];
+  for (;;) {
+    int timeout_ms = -1;
+    {
+      absl::MutexLock lock(&mu_);
+      if (state_ == State::kStopping) return absl::CancelledError("client closed");
+      if (!outstanding_.empty()) {
+        absl::Time earliest = absl::InfiniteFuture();
+        for (const Outstanding& o : outstanding_) earliest = std::min(earliest, o.deadline);
+        timeout_ms = static_cast<int>(std::clamp<int64_t>(
+            absl::ToInt64Milliseconds(earliest - absl::Now()) + 1, 0, 1000));
+      }
+    }
+    pollfd p[2] = {{fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    if (::poll(p, 2, timeout_ms) < 0 && errno != EINTR) {
+      return absl::InternalError(absl::StrCat("poll: ", std::strerror(errno)));
+    }
+    if (p[1].revents != 0) {
+      uint64_t drained;
+      (void)!::read(wake_fd_, &drained, sizeof(drained));
+    }
+    std::vector<StreamCall*> expired;
+    {
+      absl::MutexLock lock(&mu_);
+      expired = TakeExpiredLocked(absl::Now());
+    }
+    FailExpired(expired);
+    if (p[0].revents == 0) continue;
+    if (!ReadFull(fd, head, sizeof(head))) {
+      return absl::UnavailableError(errno == 0 ? "the shard closed the connection"
+                                               : std::strerror(errno));
+    }
+    const stream::FrameHeader header = stream::DecodeHeader(head);
+    if (header.word == 0) {
+      if (header.payload_bytes > kMaxResponseBytes) {
+        return absl::InternalError(
+            absl::StrCat("a response of ", header.payload_bytes, " bytes"));
+      }
+      StreamBufferPool::Buffer* b = options_.buffers->Get(header.payload_bytes);
+      if (!ReadFull(fd, StreamBufferPool::Data(b), header.payload_bytes)) {
+        options_.buffers->Put(b);
+        return absl::UnavailableError("the shard closed the connection mid-response");
+      }
+      StreamCall* call;
+      {
+        absl::MutexLock lock(&mu_);
+        call = TakeLocked(header.id);
+      }
+      if (call == nullptr) {  // cancelled or expired meanwhile
+        options_.buffers->Put(b);
+        continue;
+      }
+      grpc::Slice slice = StreamBufferPool::ToSlice(b, header.payload_bytes);
+      grpc::ByteBuffer response(&slice, 1);
+      call->StreamDone(absl::OkStatus(), &response);
+      continue;
+    }
+    if (header.payload_bytes > stream::kMaxErrorBytes) {
+      return absl::InternalError(
+          absl::StrCat("an error response of ", header.payload_bytes, " bytes"));
+    }
+    std::string message(header.payload_bytes, '\0');
+    if (!ReadFull(fd, message.data(), message.size())) {
+      return absl::UnavailableError("the shard closed the connection mid-response");
+    }
+    StreamCall* call;
+    {
+      absl::MutexLock lock(&mu_);
+      call = TakeLocked(header.id);
+    }
+    const absl::StatusCode code = header.word <= 16 ? static_cast<absl::StatusCode>(header.word)
+                                                    : absl::StatusCode::kUnknown;
+    if (call != nullptr) call->StreamDone(absl::Status(code, message), nullptr);
+  }
+}
+
+}  // namespace engram

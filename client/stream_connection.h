@@ -1,0 +1,160 @@
+// StreamConnection: one row stream connection (service/stream_wire.h) from
+// the client to one replica, the fast path for Lookup next to gRPC.
+//
+// Its own thread learns the replica's stream port from Info (over the
+// replica's gRPC channel), connects, reads responses straight into pooled
+// buffers and hands each to its call; it also fails calls whose deadline
+// has passed and reconnects with backoff after a failure. A request is
+// written by the thread that sends it, without blocking (what the socket
+// does not take at once is finished by a writer thread), so no thread
+// ever waits on a peer that is waiting on it.
+//
+// While connecting, calls queue; after a failed connect they fail at once
+// with UNAVAILABLE until the next attempt (so the caller can try the next
+// replica); a replica that offers no stream sends its calls back to the
+// caller for gRPC. Thread-safe. Internal to the client library.
+#ifndef ENGRAM_CLIENT_STREAM_CONNECTION_H_
+#define ENGRAM_CLIENT_STREAM_CONNECTION_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "grpcpp/channel.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/slice.h"
+
+namespace engram {
+
+// Response buffers, reused: a buffer handed out as a grpc::Slice comes back
+// when the last reference to the slice goes. Thread-safe.
+// REQUIRES: every slice is gone before the pool is destroyed.
+class StreamBufferPool {
+ public:
+  StreamBufferPool() = default;
+  ~StreamBufferPool();
+  StreamBufferPool(const StreamBufferPool&) = delete;
+  StreamBufferPool& operator=(const StreamBufferPool&) = delete;
+
+  struct Buffer;
+  // A buffer of at least `bytes` bytes (contents unspecified).
+  Buffer* Get(size_t bytes);
+  static uint8_t* Data(Buffer* b);
+  // Hands `b` over to a slice of its first `bytes` bytes.
+  static grpc::Slice ToSlice(Buffer* b, size_t bytes);
+  // Gives back a buffer that was never made a slice.
+  void Put(Buffer* b);
+
+ private:
+  static constexpr size_t kMaxFree = 64;
+  std::mutex mu_;
+  std::vector<Buffer*> free_;
+};
+
+// A call carried by a StreamConnection. Exactly one of its methods is
+// called, once, on the connection's thread or on the thread that sent or
+// cancelled it.
+class StreamCall {
+ public:
+  // The response (`status` OK, `response` its LookupResponse bytes) or
+  // the failure.
+  virtual void StreamDone(const absl::Status& status, grpc::ByteBuffer* response) = 0;
+  // The replica offers no row stream: nothing was sent; send it over gRPC.
+  virtual void UseGrpc() = 0;
+
+ protected:
+  ~StreamCall() = default;
+};
+
+struct StreamConnectionOptions {
+  std::string address;                    // the replica's gRPC host:port
+  std::shared_ptr<grpc::Channel> channel;  // the replica's, for Info
+  absl::Duration connect_timeout = absl::Seconds(2);
+  absl::Duration min_backoff = absl::Milliseconds(50);
+  absl::Duration max_backoff = absl::Seconds(2);
+  StreamBufferPool* buffers = nullptr;  // REQUIRED; outlives the connection
+};
+
+class StreamConnection {
+ public:
+  // Starts connecting at once.
+  explicit StreamConnection(StreamConnectionOptions options);
+  // Fails what is still outstanding with CANCELLED, closes, joins.
+  ~StreamConnection();
+  StreamConnection(const StreamConnection&) = delete;
+  StreamConnection& operator=(const StreamConnection&) = delete;
+
+  // Sends `request` (a serialized LookupRequest) for `call`, to be answered
+  // by `deadline`. The request slice is referenced until written.
+  void Send(StreamCall* call, const grpc::Slice& request, absl::Time deadline);
+  // Fails `call` with CANCELLED if it is still outstanding (its response,
+  // if one comes, is dropped).
+  void Cancel(StreamCall* call);
+
+ private:
+  enum class State { kConnecting, kReady, kBackoff, kNoStream, kStopping };
+  struct Outstanding {
+    uint32_t id;
+    StreamCall* call;
+    absl::Time deadline;
+    grpc::Slice request;  // until queued for writing (then empty)
+  };
+  struct Write {
+    uint8_t header[16];
+    grpc::Slice payload;
+    size_t done = 0;  // bytes of header + payload written
+  };
+
+  void Run();  // the connection thread
+  void WriteLoop();
+  // Learns the stream port and connects: the socket, -1 when the replica
+  // offers no stream, or the failure.
+  absl::StatusOr<int> Connect();
+  // Reads responses from `fd` until it fails; returns why.
+  absl::Status ReadLoop(int fd);
+  // Removes the call with `id` (nullptr when there is none) or every call
+  // from outstanding_.
+  StreamCall* TakeLocked(uint32_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<StreamCall*> TakeAllLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes the calls whose deadline is at or before `now`.
+  std::vector<StreamCall*> TakeExpiredLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Fails each with DEADLINE_EXCEEDED.
+  void FailExpired(const std::vector<StreamCall*>& calls);
+  // Queues the frame of `o` for writing (and tries to write it now when
+  // nothing is ahead of it). REQUIRES: mu_ held, state_ kReady.
+  void WriteOrQueueLocked(const Outstanding& o) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Wake();
+
+  const StreamConnectionOptions options_;
+  std::string host_;
+  int wake_fd_ = -1;  // eventfd: a first outstanding call, or stopping
+
+  absl::Mutex mu_;
+  State state_ ABSL_GUARDED_BY(mu_) = State::kConnecting;
+  absl::Status last_error_ ABSL_GUARDED_BY(mu_);
+  int fd_ ABSL_GUARDED_BY(mu_) = -1;
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;  // +1 per connection
+  uint32_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  std::vector<Outstanding> outstanding_ ABSL_GUARDED_BY(mu_);
+  std::deque<Write> writes_ ABSL_GUARDED_BY(mu_);
+  bool writer_busy_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::ClientContext* connecting_ ABSL_GUARDED_BY(mu_) = nullptr;  // Info in flight
+
+  std::thread reader_;
+  std::thread writer_;
+};
+
+}  // namespace engram
+
+#endif  // ENGRAM_CLIENT_STREAM_CONNECTION_H_
