@@ -67,6 +67,8 @@ ABSL_FLAG(int32_t, shard_reader_threads, 0,
 ABSL_FLAG(std::string, format, "bf16", "how the loop gathers rows: bf16, f32 or raw");
 ABSL_FLAG(int32_t, channels_per_replica, 1, "ClientOptions::channels_per_replica");
 ABSL_FLAG(uint32_t, max_rows_per_rpc, 16384, "ClientOptions::max_rows_per_rpc");
+ABSL_FLAG(std::string, transport, "row_stream",
+          "ClientOptions::transport: row_stream (the default) or grpc");
 ABSL_FLAG(bool, http2_bdp_probe, false,
           "ClientOptions::http2_bdp_probe (off here: a latency-bound decode loop; on "
           "brings back ~10 ms stalls on 1-5% of steps with several shards)");
@@ -144,6 +146,7 @@ absl::StatusOr<RunOutcome> RunOne(const Env& env, const RunSpec& spec) {
   co.channels_per_replica = absl::GetFlag(FLAGS_channels_per_replica);
   co.max_rows_per_rpc = absl::GetFlag(FLAGS_max_rows_per_rpc);
   co.http2_bdp_probe = absl::GetFlag(FLAGS_http2_bdp_probe);
+  co.transport = absl::GetFlag(FLAGS_transport) == "grpc" ? Transport::kGrpc : Transport::kRowStream;
   co.local_cache_bytes = local_cache_bytes;
   if (co.local_cache_bytes > 0) co.local_cache_profiles = (*dep)->hot_profiles();
   absl::StatusOr<std::unique_ptr<EngramClient>> client = EngramClient::Create(co);
@@ -193,6 +196,11 @@ absl::StatusOr<Env> MakeEnv() {
     env.format = RowFormat::kF32;
   } else if (format != "bf16") {
     return absl::InvalidArgumentError("--format must be bf16, f32 or raw (got '" + format + "')");
+  }
+  const std::string transport = absl::GetFlag(FLAGS_transport);
+  if (transport != "row_stream" && transport != "grpc") {
+    return absl::InvalidArgumentError("--transport must be row_stream or grpc (got '" + transport +
+                                      "')");
   }
   absl::StatusOr<TailFormat> tail = ParseTailFormat(absl::GetFlag(FLAGS_tail_format));
   if (!tail.ok()) return absl::InvalidArgumentError(absl::StrCat("--tail-format: ", tail.status().message()));
@@ -295,6 +303,7 @@ int Run() {
   report.hot_pct = absl::GetFlag(FLAGS_hot_pct);
   report.tail_format = TailFormatName(env->tail_format);
   report.http2_bdp_probe = absl::GetFlag(FLAGS_http2_bdp_probe);
+  report.transport = absl::GetFlag(FLAGS_transport);
   report.layer_blocks = env->table->manifest().layout.engram_layer_ids;
   report.blocks = absl::GetFlag(FLAGS_blocks);
   report.batch = absl::GetFlag(FLAGS_batch);

@@ -99,8 +99,12 @@ void PrintReport(const ReportSetup& setup, const std::vector<RunOutcome>& runs) 
   std::printf("%-14s hot tier %.0f%% of each shard's rows (80%% pinned from the profile), "
               "%s tail, restarted per run\n",
               "shards", setup.hot_pct, setup.tail_format.c_str());
-  std::printf("%-14s HTTP/2 bandwidth probing %s\n", "client",
-              setup.http2_bdp_probe ? "on" : "off (a fixed 16 MiB window; --http2_bdp_probe)");
+  if (setup.transport == "grpc") {
+    std::printf("%-14s gRPC (--transport), HTTP/2 bandwidth probing %s\n", "client",
+                setup.http2_bdp_probe ? "on" : "off (a fixed 16 MiB window; --http2_bdp_probe)");
+  } else {
+    std::printf("%-14s the shards' row streams (--transport)\n", "client");
+  }
   std::printf("%-14s %ld cores; 1-minute load average %.2f before the runs\n", "machine",
               sysconf(_SC_NPROCESSORS_ONLN), setup.load_average);
   std::string blocks;

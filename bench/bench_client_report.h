@@ -42,6 +42,7 @@ struct ReportSetup {
   double hot_pct = 0;
   std::string tail_format;  // engramctl import --tail-format of the shards
   bool http2_bdp_probe = false;  // ClientOptions::http2_bdp_probe
+  std::string transport = "row_stream";  // ClientOptions::transport
   std::vector<int64_t> layer_blocks;
   int blocks = 0;
   int batch = 0;

@@ -407,7 +407,7 @@ absl::Status StreamConnection::ReadLoop(int fd) {
     }
     FailExpired(expired);
     if (p[0].revents == 0) continue;
-    if (!ReadFull(fd, head, sizeof(head))) {
+    if (!ReadFull(fd, head, sizeof(head), /*quick_ack=*/true)) {
       return absl::UnavailableError(errno == 0 ? "the shard closed the connection"
                                                : std::strerror(errno));
     }
@@ -418,7 +418,7 @@ absl::Status StreamConnection::ReadLoop(int fd) {
             absl::StrCat("a response of ", header.payload_bytes, " bytes"));
       }
       StreamBufferPool::Buffer* b = options_.buffers->Get(header.payload_bytes);
-      if (!ReadFull(fd, StreamBufferPool::Data(b), header.payload_bytes)) {
+      if (!ReadFull(fd, StreamBufferPool::Data(b), header.payload_bytes, /*quick_ack=*/true)) {
         options_.buffers->Put(b);
         return absl::UnavailableError("the shard closed the connection mid-response");
       }

@@ -18,9 +18,11 @@
 
 namespace engram {
 
-bool ReadFull(int fd, void* buf, size_t n) {
+bool ReadFull(int fd, void* buf, size_t n, bool quick_ack) {
   auto* p = static_cast<uint8_t*>(buf);
+  const int one = 1;
   while (n > 0) {
+    if (quick_ack) ::setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
     const ssize_t got = ::recv(fd, p, n, 0);
     if (got < 0 && errno == EINTR) continue;
     if (got == 0) errno = 0;

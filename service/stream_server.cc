@@ -163,7 +163,7 @@ void StreamServer::Serve(Connection* c) {
   SetReceiveTimeout(fd, absl::ZeroDuration());  // none from here on
   std::vector<uint8_t> payload;
   uint8_t head[stream::kHeaderBytes];
-  while (open && ReadFull(fd, head, sizeof(head))) {
+  while (open && ReadFull(fd, head, sizeof(head), /*quick_ack=*/true)) {
     const stream::FrameHeader header = stream::DecodeHeader(head);
     if (header.word != stream::kLookup) {
       c->Respond(header.id,
@@ -182,7 +182,7 @@ void StreamServer::Serve(Connection* c) {
       break;
     }
     if (payload.size() < header.payload_bytes) payload.resize(header.payload_bytes);
-    if (!ReadFull(fd, payload.data(), header.payload_bytes)) break;
+    if (!ReadFull(fd, payload.data(), header.payload_bytes, /*quick_ack=*/true)) break;
     c->BeginLookup();
     const uint32_t id = header.id;
     service_->LookupBytes(std::span<const uint8_t>(payload.data(), header.payload_bytes),
