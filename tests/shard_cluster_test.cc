@@ -261,11 +261,16 @@ TEST_F(ShardClusterTest, BadFlagsAndDataFailWithOneLine) {
       {{"--db", ShardDir(0), "--ram-budget", "12Q"}, 2, "12Q"},
       {{"--db", ShardDir(0), "--worker-cache-bytes", "-5"}, 2, "--worker-cache-bytes"},
       {{"--db", ShardDir(0), "--threads", "0"}, 2, "threads"},
+      {{"--db", ShardDir(0), "--stream-port", "70000"}, 2, "row stream port 70000"},
       {{"--db", root_->path() + "/nope"}, 1, root_->path() + "/nope"},
       {{"--db", ShardDir(0), "--listen",
         absl::StrCat("127.0.0.1:", shards_[0].port)},
        1,
        "cannot listen"},
+      {{"--db", ShardDir(0), "--listen", "127.0.0.1:0", "--stream-port",
+        absl::StrCat(shards_[0].port)},
+       1,
+       "row stream: cannot listen on 127.0.0.1:"},
   };
   const std::string err = root_->path() + "/stderr.txt";
   for (const Case& c : cases) {

@@ -36,7 +36,8 @@ ABSL_FLAG(int32_t, block_us, 500, "simulated compute per block, microseconds");
 ABSL_FLAG(int32_t, verify_per_layer, 64, "rows verified per layer per step");
 ABSL_FLAG(uint64_t, seed, 1, "seed of the verification sample");
 ABSL_FLAG(bool, http2_bdp_probe, false,
-          "ClientOptions::http2_bdp_probe (off: no ~10 ms stalls on decode steps)");
+          "ClientOptions::http2_bdp_probe, for shards without a row stream (off: no ~10 ms "
+          "stalls on decode steps)");
 ABSL_FLAG(bool, realtime_loop, true,
           "run the simulated model's thread under SCHED_FIFO, so CPU contention "
           "from the shards cannot stretch its blocks and hide fetch time");
@@ -126,7 +127,7 @@ int Run() {
   std::printf("%-44s %.0f (of %llu ids)\n", "unique rows per decode step",
               static_cast<double>(r.decode_unique_rows) / std::max(1, D),
               static_cast<unsigned long long>(r.decode_ids / std::max(1, D)));
-  std::printf("%-44s %.0f\n", "bytes/token on the wire (gRPC payload)",
+  std::printf("%-44s %.0f\n", "bytes/token on the wire (Lookup messages)",
               static_cast<double>(st.bytes_received + st.bytes_sent) / all_tokens);
   std::printf("%-44s %.1f%% / %.1f%%\n", "lookups hitting the top 1% / 10% rows",
               r.top1_share_pct, r.top10_share_pct);
@@ -144,8 +145,11 @@ int Run() {
               Percentile(r.layer_fetch_ms.back(), 0.50), Percentile(r.layer_fetch_ms.back(), 0.99));
   std::printf("%-44s %.2f ms / %.2f ms\n", "prefetch (hash+send) / gather per step",
               1e3 * r.prefetch_seconds / std::max(1, D), 1e3 * r.gather_seconds / std::max(1, D));
-  std::printf("%-44s %llu rpcs, %llu retries, %llu hedges, %llu failed\n", "client",
-              static_cast<unsigned long long>(st.rpcs), static_cast<unsigned long long>(st.retries),
+  std::printf("%-44s %llu rpcs (%llu answered over the row stream), %llu retries, %llu hedges, "
+              "%llu failed\n",
+              "client", static_cast<unsigned long long>(st.rpcs),
+              static_cast<unsigned long long>(st.stream_answers),
+              static_cast<unsigned long long>(st.retries),
               static_cast<unsigned long long>(st.hedges),
               static_cast<unsigned long long>(st.failed_rpcs));
   std::printf("%-44s %llu rows sampled against %s\n", "verification",
