@@ -2,6 +2,11 @@
 // every returned row is compared with the table file.
 #include "client/engram_client.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <fstream>
 #include <random>
 #include <tuple>
@@ -65,11 +70,14 @@ class Cluster {
   std::unique_ptr<TableReader> reader_;
 };
 
-std::unique_ptr<ShardServer> StartShard(int s, uint64_t ram_budget, bool stream = true) {
+// `advertise`: the row stream port Info names (0 = the bound one).
+std::unique_ptr<ShardServer> StartShard(int s, uint64_t ram_budget, bool stream = true,
+                                        int advertise = 0) {
   ShardServerOptions o;
   o.db_dir = Cluster::Get().shard_dir(s);
   o.ram_budget_bytes = ram_budget;
   o.stream_port = stream ? 0 : -1;
+  o.stream_advertise_port = advertise;
   o.reader_threads = 4;
   absl::StatusOr<std::unique_ptr<ShardServer>> server = ShardServer::Start(o);
   EXPECT_TRUE(server.ok()) << server.status();
@@ -88,14 +96,15 @@ struct Deployment {
   int replicas = 1;
 };
 
-// `stream`: the servers offer a row stream.
-Deployment StartDeployment(uint64_t ram_budget, int replicas = 1, bool stream = true) {
+// `stream`: the servers offer a row stream; `advertise`: see StartShard.
+Deployment StartDeployment(uint64_t ram_budget, int replicas = 1, bool stream = true,
+                           int advertise = 0) {
   Deployment d;
   d.replicas = replicas;
   for (int s = 0; s < kShards; ++s) {
     d.addrs.emplace_back();
     for (int r = 0; r < replicas; ++r) {
-      d.servers.push_back(StartShard(s, ram_budget, stream));
+      d.servers.push_back(StartShard(s, ram_budget, stream, advertise));
       EXPECT_NE(d.servers.back(), nullptr);
       if (d.servers.back() != nullptr) d.addrs.back().push_back(Addr(*d.servers.back()));
     }
@@ -234,6 +243,28 @@ TEST(Client, ShardsWithoutARowStreamAreServedOverGrpc) {
 // Without pipelining every layer of a step goes out as soon as it is
 // de-duplicated, one Lookup per shard and layer; a small max_rows_per_rpc
 // cuts those requests. The rows stay those of the table file either way.
+// Info names a stream port nothing listens on (a mapping gone wrong): the
+// replicas still answer, over gRPC.
+TEST(Client, AnUnreachableRowStreamFallsBackToGrpc) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), len), 0);
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const int closed_port = ntohs(addr.sin_port);  // bound, never listening
+  Deployment d = StartDeployment(34 << 10, 1, /*stream=*/true, closed_port);
+  auto client = EngramClient::Create(BaseOptions(d.addrs));
+  ASSERT_TRUE(client.ok()) << client.status();
+  RunGeneration(**client, 3, 20, 3, 22);
+  const ClientStats st = (*client)->stats();
+  EXPECT_EQ(st.failed_rpcs, 0u);
+  EXPECT_GT(st.rpcs, 0u);
+  EXPECT_EQ(st.stream_answers, 0u);
+  ::close(fd);
+}
+
 TEST(Client, MultiLayerRequestsCutAtTheRowLimitKeepEveryRow) {
   Deployment d = StartDeployment(34 << 10);
   for (const auto& [pipeline, limit] :

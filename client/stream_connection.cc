@@ -127,6 +127,7 @@ void StreamConnection::Send(StreamCall* call, const grpc::Slice& request, absl::
     absl::MutexLock lock(&mu_);
     switch (state_) {
       case State::kNoStream:
+      case State::kFallback:
         use_grpc = true;
         break;
       case State::kBackoff:
@@ -261,7 +262,8 @@ void StreamConnection::WriteLoop() {
   }
 }
 
-absl::StatusOr<int> StreamConnection::Connect() {
+absl::StatusOr<int> StreamConnection::Connect(bool* grpc_answered) {
+  *grpc_answered = false;
   v1::InfoResponse info;
   {
     grpc::ClientContext context;
@@ -281,6 +283,7 @@ absl::StatusOr<int> StreamConnection::Connect() {
       return StreamError(options_.address, absl::StrCat("Info: ", status.error_message()));
     }
   }
+  *grpc_answered = true;
   if (info.stream_port() == 0) return -1;
   absl::StatusOr<int> fd =
       ConnectTcp(host_, static_cast<int>(info.stream_port()), options_.connect_timeout);
@@ -315,7 +318,8 @@ void StreamConnection::Run() {
     return state_ == State::kStopping;
   };
   for (;;) {
-    absl::StatusOr<int> fd = Connect();
+    bool grpc_answered = false;
+    absl::StatusOr<int> fd = Connect(&grpc_answered);
     std::vector<StreamCall*> failed, rerouted, expired;
     absl::Status error;
     {
@@ -325,7 +329,12 @@ void StreamConnection::Run() {
         return;
       }
       expired = TakeExpiredLocked(absl::Now());
-      if (!fd.ok()) {
+      if (!fd.ok() && grpc_answered) {
+        // The replica answers gRPC but its stream cannot be reached (a
+        // port not exposed, say): gRPC meanwhile, the stream again later.
+        state_ = State::kFallback;
+        rerouted = TakeAllLocked();
+      } else if (!fd.ok()) {
         state_ = State::kBackoff;
         last_error_ = error = fd.status();
         failed = TakeAllLocked();
@@ -348,7 +357,7 @@ void StreamConnection::Run() {
     if (!fd.ok()) {
       absl::MutexLock lock(&mu_);
       if (mu_.AwaitWithTimeout(absl::Condition(&stopping), backoff)) return;
-      state_ = State::kConnecting;
+      if (state_ == State::kBackoff) state_ = State::kConnecting;  // kFallback stays
       backoff = std::min(backoff * 2, options_.max_backoff);
       continue;
     }

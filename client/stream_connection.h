@@ -9,10 +9,12 @@
 // does not take at once is finished by a writer thread), so no thread
 // ever waits on a peer that is waiting on it.
 //
-// While connecting, calls queue; after a failed connect they fail at once
-// with UNAVAILABLE until the next attempt (so the caller can try the next
-// replica); a replica that offers no stream sends its calls back to the
-// caller for gRPC. Thread-safe. Internal to the client library.
+// While connecting, calls queue; when the replica does not answer at all
+// they fail at once with UNAVAILABLE until the next attempt (so the caller
+// can try the next replica). A replica that offers no stream, or whose
+// stream cannot be reached while its gRPC port answers, sends its calls
+// back to the caller for gRPC (the stream is retried with backoff in the
+// second case). Thread-safe. Internal to the client library.
 #ifndef ENGRAM_CLIENT_STREAM_CONNECTION_H_
 #define ENGRAM_CLIENT_STREAM_CONNECTION_H_
 
@@ -103,7 +105,9 @@ class StreamConnection {
   void Cancel(StreamCall* call);
 
  private:
-  enum class State { kConnecting, kReady, kBackoff, kNoStream, kStopping };
+  // kFallback: the replica answers gRPC but its stream cannot be reached;
+  // calls go over gRPC while the stream is retried with backoff.
+  enum class State { kConnecting, kReady, kBackoff, kFallback, kNoStream, kStopping };
   struct Outstanding {
     uint32_t id;
     StreamCall* call;
@@ -119,8 +123,8 @@ class StreamConnection {
   void Run();  // the connection thread
   void WriteLoop();
   // Learns the stream port and connects: the socket, -1 when the replica
-  // offers no stream, or the failure.
-  absl::StatusOr<int> Connect();
+  // offers no stream, or the failure; *grpc_answered tells whether Info did.
+  absl::StatusOr<int> Connect(bool* grpc_answered);
   // Reads responses from `fd` until it fails; returns why.
   absl::Status ReadLoop(int fd);
   // Removes the call with `id` (nullptr when there is none) or every call

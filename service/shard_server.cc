@@ -72,6 +72,11 @@ absl::Status ShardServerOptions::Validate() const {
         absl::StrCat("row stream port ", options.stream_port,
                      " is not -1 (off), 0 (any) or a port up to 65535"));
   }
+  if (options.stream_advertise_port < 0 || options.stream_advertise_port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("advertised row stream port ", options.stream_advertise_port,
+                     " is not 0 (the bound port) or a port up to 65535"));
+  }
   if (options.max_rows_per_request < 1 ||
       options.max_rows_per_request > (1u << 24)) {
     return absl::InvalidArgumentError(
@@ -160,7 +165,9 @@ absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::Start(
                                       server->metrics_.get());
     if (!stream.ok()) return stream.status();
     server->stream_ = std::move(*stream);
-    server->service_->set_stream_port(server->stream_->port());
+    server->service_->set_stream_port(options.stream_advertise_port > 0
+                                          ? options.stream_advertise_port
+                                          : server->stream_->port());
   }
   if (absl::Status s = server->StartGrpc(options); !s.ok()) return s;
   return server;

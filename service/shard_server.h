@@ -61,6 +61,9 @@ struct ShardServerOptions {
   // InfoResponse.stream_port; -1 = none (gRPC only), 0 = a free port (see
   // stream_port()).
   int stream_port = 0;
+  // The row stream port Info advertises, when clients reach the server
+  // through a port mapping (a container port, a NAT); 0 = the bound port.
+  int stream_advertise_port = 0;
   // Prometheus /metrics port on the listen address's host; -1 = no metrics
   // endpoint, 0 = a free port (see metrics_port()).
   int metrics_port = -1;
