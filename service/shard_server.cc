@@ -158,6 +158,7 @@ absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::Start(
     StreamServerOptions stream_options;
     stream_options.host = StreamBindHost(server->listen_host_);
     stream_options.port = options.stream_port;
+    stream_options.write_timeout = options.stream_write_timeout;
     // As gRPC's limit below: max_rows_per_request ids of up to 10 bytes.
     stream_options.max_request_bytes =
         size_t{options.max_rows_per_request} * 11 + (size_t{1} << 16);

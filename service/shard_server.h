@@ -64,6 +64,9 @@ struct ShardServerOptions {
   // The row stream port Info advertises, when clients reach the server
   // through a port mapping (a container port, a NAT); 0 = the bound port.
   int stream_advertise_port = 0;
+  // StreamServerOptions::write_timeout: a row stream client that takes no
+  // response for this long is disconnected.
+  absl::Duration stream_write_timeout = absl::Seconds(10);
   // Prometheus /metrics port on the listen address's host; -1 = no metrics
   // endpoint, 0 = a free port (see metrics_port()).
   int metrics_port = -1;

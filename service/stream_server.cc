@@ -20,9 +20,9 @@
 namespace engram {
 namespace {
 
-void SetReceiveTimeout(int fd, absl::Duration d) {
+void SetTimeout(int fd, int option, absl::Duration d) {
   timeval tv = absl::ToTimeval(d);
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  ::setsockopt(fd, SOL_SOCKET, option, &tv, sizeof(tv));
 }
 
 }  // namespace
@@ -147,7 +147,8 @@ void StreamServer::AcceptLoop() {
 void StreamServer::Serve(Connection* c) {
   const int fd = c->write_fd;
   SetNoDelay(fd);
-  SetReceiveTimeout(fd, options_.hello_timeout);
+  SetTimeout(fd, SO_SNDTIMEO, options_.write_timeout);
+  SetTimeout(fd, SO_RCVTIMEO, options_.hello_timeout);
   uint8_t hello[stream::kHelloBytes];
   bool open = ReadFull(fd, hello, sizeof(hello));
   if (open) {
@@ -160,7 +161,7 @@ void StreamServer::Serve(Connection* c) {
       open = WriteFull(fd, &iov, 1);
     }
   }
-  SetReceiveTimeout(fd, absl::ZeroDuration());  // none from here on
+  SetTimeout(fd, SO_RCVTIMEO, absl::ZeroDuration());  // none from here on
   std::vector<uint8_t> payload;
   uint8_t head[stream::kHeaderBytes];
   while (open && ReadFull(fd, head, sizeof(head), /*quick_ack=*/true)) {

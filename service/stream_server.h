@@ -42,6 +42,10 @@ struct StreamServerOptions {
   int max_connections = 256;
   // A connection that has not sent its hello within this time is closed.
   absl::Duration hello_timeout = absl::Seconds(10);
+  // A connection whose peer has not taken a response within this time is
+  // closed (a client that stops reading cannot hold a thread, or a
+  // shutdown, for ever).
+  absl::Duration write_timeout = absl::Seconds(10);
 };
 
 class StreamServer {

@@ -59,8 +59,11 @@ class StreamServerTest : public ::testing::Test {
     delete root_;
   }
 
-  void SetUp() override {
+  void SetUp() override { StartServer(absl::Seconds(10)); }
+
+  void StartServer(absl::Duration write_timeout) {
     ShardServerOptions o;
+    o.stream_write_timeout = write_timeout;
     o.db_dir = root_->path() + "/shard";
     o.ram_budget_bytes = 64 << 10;  // some rows hot, the rest from RocksDB
     o.metrics_port = 0;
@@ -265,6 +268,39 @@ TEST_F(StreamServerTest, ShutdownClosesOpenConnections) {
   absl::StatusOr<int> again =
       ConnectTcp("127.0.0.1", server_->stream_port(), absl::Seconds(1));
   EXPECT_FALSE(again.ok());
+}
+
+// A client that sends requests and never reads the responses is
+// disconnected once the socket buffers are full for write_timeout, and the
+// server still shuts down.
+TEST_F(StreamServerTest, AClientThatStopsReadingIsDisconnected) {
+  server_->Shutdown(absl::ZeroDuration());
+  StartServer(absl::Milliseconds(200));
+  const int fd = Connect();
+  ASSERT_GE(fd, 0);
+  std::mt19937_64 rng(9);
+  const std::string request = LookupBytes(0, RandomOwnedIds(*map_, 0, 0, 4000, rng));
+  // ~264 KB a response: 200 of them are more than the sockets hold.
+  const absl::Time start = absl::Now();
+  for (uint32_t i = 0; i < 200; ++i) {
+    uint8_t head[stream::kHeaderBytes];
+    stream::EncodeHeader({i, stream::kLookup, request.size()}, head);
+    iovec iov[2] = {{head, sizeof(head)}, {const_cast<char*>(request.data()), request.size()}};
+    if (!WriteFull(fd, iov, 2)) break;  // the server closed first
+  }
+  absl::SleepFor(absl::Seconds(1));  // well past the write timeout
+  // What the sockets held, then the end: not 200 responses.
+  timeval tv = absl::ToTimeval(absl::Seconds(5));
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  std::vector<char> buf(1 << 20);
+  size_t received = 0;
+  ssize_t n;
+  while ((n = ::recv(fd, buf.data(), buf.size(), 0)) > 0) received += static_cast<size_t>(n);
+  EXPECT_TRUE(n == 0 || errno == ECONNRESET) << std::strerror(errno);
+  EXPECT_LT(received, size_t{200} * 4000 * 66);
+  server_->Shutdown(absl::Seconds(1));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  ::close(fd);
 }
 
 TEST(StreamWire, HelloAndHeaderRoundTripAndForeignBytesAreRefused) {
