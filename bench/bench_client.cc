@@ -62,6 +62,9 @@ ABSL_FLAG(int32_t, max_run_seconds, 30, "a run's decode steps stop after this lo
 ABSL_FLAG(bool, shards_skip_worker_cache, true,
           "with a local cache, tell the shards its size (engram-shard "
           "--worker-cache-bytes) so their hot tiers pin the rows after it");
+ABSL_FLAG(int32_t, hot_cache_share, -1,
+          "the shards' --hot-cache-share: percent of the hot tier kept for the admission "
+          "cache (-1 = the server's default, 20)");
 ABSL_FLAG(int32_t, shard_reader_threads, 0,
           "engram-shard --reader-threads (0 = its default)");
 ABSL_FLAG(std::string, format, "bf16", "how the loop gathers rows: bf16, f32 or raw");
@@ -133,6 +136,7 @@ absl::StatusOr<RunOutcome> RunOne(const Env& env, const RunSpec& spec) {
   d.hot_share = absl::GetFlag(FLAGS_hot_pct) / 100.0;
   d.log_dir = env.log_dir;
   d.reader_threads = absl::GetFlag(FLAGS_shard_reader_threads);
+  d.hot_cache_share = absl::GetFlag(FLAGS_hot_cache_share);
   const uint64_t local_cache_bytes =
       static_cast<uint64_t>(spec.local_cache_pct / 100.0 * static_cast<double>(env.table_bytes));
   if (absl::GetFlag(FLAGS_shards_skip_worker_cache)) d.worker_cache_bytes = local_cache_bytes;
@@ -196,6 +200,9 @@ absl::StatusOr<Env> MakeEnv() {
     env.format = RowFormat::kF32;
   } else if (format != "bf16") {
     return absl::InvalidArgumentError("--format must be bf16, f32 or raw (got '" + format + "')");
+  }
+  if (absl::GetFlag(FLAGS_hot_cache_share) < -1 || absl::GetFlag(FLAGS_hot_cache_share) > 100) {
+    return absl::InvalidArgumentError("--hot-cache-share must be -1 (the server's default) or 0..100");
   }
   const std::string transport = absl::GetFlag(FLAGS_transport);
   if (transport != "row_stream" && transport != "grpc") {
@@ -304,6 +311,8 @@ int Run() {
   report.tail_format = TailFormatName(env->tail_format);
   report.http2_bdp_probe = absl::GetFlag(FLAGS_http2_bdp_probe);
   report.transport = absl::GetFlag(FLAGS_transport);
+  report.hot_cache_share =
+      absl::GetFlag(FLAGS_hot_cache_share) < 0 ? 20 : absl::GetFlag(FLAGS_hot_cache_share);
   report.layer_blocks = env->table->manifest().layout.engram_layer_ids;
   report.blocks = absl::GetFlag(FLAGS_blocks);
   report.batch = absl::GetFlag(FLAGS_batch);

@@ -96,9 +96,9 @@ void PrintReport(const ReportSetup& setup, const std::vector<RunOutcome>& runs) 
   std::printf("%-14s v41 geometry, engram_vocab_size %lld: %llu rows, %.0f MB\n", "table",
               static_cast<long long>(setup.vocab), static_cast<unsigned long long>(setup.table_rows),
               static_cast<double>(setup.table_bytes) / 1e6);
-  std::printf("%-14s hot tier %.0f%% of each shard's rows (80%% pinned from the profile), "
+  std::printf("%-14s hot tier %.0f%% of each shard's rows (%d%% pinned from the profile), "
               "%s tail, restarted per run\n",
-              "shards", setup.hot_pct, setup.tail_format.c_str());
+              "shards", setup.hot_pct, 100 - setup.hot_cache_share, setup.tail_format.c_str());
   if (setup.transport == "grpc") {
     std::printf("%-14s gRPC (--transport), HTTP/2 bandwidth probing %s\n", "client",
                 setup.http2_bdp_probe ? "on" : "off (a fixed 16 MiB window; --http2_bdp_probe)");

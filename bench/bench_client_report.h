@@ -43,6 +43,7 @@ struct ReportSetup {
   std::string tail_format;  // engramctl import --tail-format of the shards
   bool http2_bdp_probe = false;  // ClientOptions::http2_bdp_probe
   std::string transport = "row_stream";  // ClientOptions::transport
+  int hot_cache_share = 20;  // the shards' --hot-cache-share, resolved
   std::vector<int64_t> layer_blocks;
   int blocks = 0;
   int batch = 0;

@@ -116,6 +116,10 @@ absl::StatusOr<std::unique_ptr<ShardProcess>> ShardProcess::Start(const Options&
     args.push_back(absl::StrCat(o.reader_threads));
   }
   if (o.direct_io) args.push_back("--direct-io");
+  if (o.hot_cache_share >= 0) {
+    args.push_back("--hot-cache-share");
+    args.push_back(absl::StrCat(o.hot_cache_share));
+  }
   if (o.worker_cache_bytes > 0) {
     args.push_back("--worker-cache-bytes");
     args.push_back(absl::StrCat(o.worker_cache_bytes));
@@ -215,6 +219,7 @@ absl::StatusOr<std::unique_ptr<Deployment>> Deployment::Start(const Options& o) 
         static_cast<uint64_t>(std::llround(o.hot_share * static_cast<double>(*bytes)));
     po.reader_threads = o.reader_threads;
     po.worker_cache_bytes = o.worker_cache_bytes;
+    po.hot_cache_share = o.hot_cache_share;
     po.direct_io = o.direct_io;
     po.log_path = absl::StrCat(o.log_dir, "/shard-", i, "-of-", o.shard_dirs.size(), ".err");
     absl::StatusOr<std::unique_ptr<ShardProcess>> p = ShardProcess::Start(po);

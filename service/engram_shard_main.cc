@@ -40,6 +40,9 @@ ABSL_FLAG(int32_t, stream_port, 0,
           "clients' fast path, advertised by Info (-1 = off, 0 = any)");
 ABSL_FLAG(int32_t, stream_advertise_port, 0,
           "the row stream port Info advertises, behind a port mapping (0 = the bound one)");
+ABSL_FLAG(uint32_t, hot_cache_share, 20,
+          "with a hot-row profile, percent of --ram-budget kept for the admission cache "
+          "(the rest is pinned from the profile; 0 = all pinned)");
 ABSL_FLAG(std::string, ram_budget, "0",
           "RAM for the hot tier in bytes; suffixes K, M, G, T (binary)");
 ABSL_FLAG(std::string, worker_cache_bytes, "0",
@@ -101,6 +104,7 @@ int main(int argc, char** argv) {
   options.listen = absl::GetFlag(FLAGS_listen);
   options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   options.stream_port = absl::GetFlag(FLAGS_stream_port);
+  options.hot_cache_share_percent = absl::GetFlag(FLAGS_hot_cache_share);
   options.stream_advertise_port = absl::GetFlag(FLAGS_stream_advertise_port);
   options.ram_budget_bytes = *budget;
   options.worker_cache_bytes = *worker_cache;

@@ -67,6 +67,10 @@ absl::Status ShardServerOptions::Validate() const {
     return absl::InvalidArgumentError(absl::StrCat(
         "gather threads = ", options.gather_threads, " is not -1 (auto) or in 0..64"));
   }
+  if (options.hot_cache_share_percent > 100) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "hot tier cache share ", options.hot_cache_share_percent, "% is not in 0..100"));
+  }
   if (options.stream_port < -1 || options.stream_port > 65535) {
     return absl::InvalidArgumentError(
         absl::StrCat("row stream port ", options.stream_port,
@@ -190,6 +194,7 @@ absl::Status ShardServer::OpenData(const ShardServerOptions& options) {
   HotTierOptions tier_options;
   tier_options.budget_bytes = options.ram_budget_bytes;
   tier_options.profile_path = options.hot_profile_path;
+  tier_options.cache_share_percent = options.hot_cache_share_percent;
   // Rows are spread evenly over the shards (row % n_shards), so this
   // shard's share of the workers' cache is its profile's head.
   tier_options.skip_profile_bytes =

@@ -82,6 +82,10 @@ struct ShardServerOptions {
   // hottest rows of its profile, is not pinned here (they are served from
   // the workers), so the hot tier pins the next ones. 0 = none.
   uint64_t worker_cache_bytes = 0;
+  // With a hot-row profile, the share of ram_budget_bytes (percent) kept
+  // for the admission cache; the rest is pinned from the profile
+  // (HotTierOptions::cache_share_percent).
+  uint32_t hot_cache_share_percent = 20;
   // Upper bound on the threads gRPC creates for the synchronous services
   // (reflection) via ResourceQuota / SyncServerOption. Callback handlers,
   // Lookup included, run on gRPC's own callback pool, whose size gRPC 1.51

@@ -177,15 +177,11 @@ void StoreService::Serve(std::unique_ptr<Call> call, absl::Status status) {
   store_.ReadRowsAsync(pending->misses, [this, pending](absl::Status read) {
     std::unique_ptr<Call> done(pending);
     metrics_.RecordDiskRead(absl::Now() - done->read_start);
-    if (read.ok()) {
-      for (const RowRef& ref : done->misses) {
-        hot_tier_.Admit(ref.layer, ref.row, ref.dst);
-      }
-    } else if (read.code() == absl::StatusCode::kDataLoss) {
+    if (read.code() == absl::StatusCode::kDataLoss) {
       metrics_.RecordDataLoss();
       LogLine('E', absl::StrCat("Lookup failed: ", read.ToString()));
     }
-    Finish(std::move(done), read);
+    Finish(std::move(done), read, /*admit_misses=*/read.ok());
   });
 }
 
@@ -254,8 +250,8 @@ void StoreService::GatherRange(Call& call, size_t lo, size_t hi, GatherShare& sh
   }
 }
 
-void StoreService::Finish(std::unique_ptr<Call> call,
-                          const absl::Status& status) {
+void StoreService::Finish(std::unique_ptr<Call> call, const absl::Status& status,
+                          bool admit_misses) {
   if (status.ok()) {
     const wire::LookupQuery& query = call->query;
     for (size_t i = 0; i < query.layers.size(); ++i) {
@@ -269,8 +265,14 @@ void StoreService::Finish(std::unique_ptr<Call> call,
   metrics_.inflight().Decrement();
   const LookupDone done = std::move(call->done);
   const grpc::Slice response = std::move(call->response);
-  RecycleCall(std::move(call));
   done(status, response);
+  // After the answer, not before: offering the rows read from disk to the
+  // admission cache copies each of them, which is no reason for the
+  // client to wait. Our reference to `response` keeps the rows alive.
+  if (admit_misses) {
+    for (const RowRef& ref : call->misses) hot_tier_.Admit(ref.layer, ref.row, ref.dst);
+  }
+  RecycleCall(std::move(call));
 }
 
 grpc::ServerUnaryReactor* StoreService::Info(

@@ -85,8 +85,11 @@ class StoreService final
   // requests in shares over gather_pool_).
   void Gather(Call& call);
   void GatherRange(Call& call, size_t lo, size_t hi, GatherShare& share);
-  // Sends the response (status OK) or `status`; recycles the call.
-  void Finish(std::unique_ptr<Call> call, const absl::Status& status);
+  // Sends the response (status OK) or `status`, then (`admit_misses`)
+  // offers the rows read from disk to the hot tier's admission cache;
+  // recycles the call.
+  void Finish(std::unique_ptr<Call> call, const absl::Status& status,
+              bool admit_misses = false);
   // Validates the parsed call (`parsed`: the parse's status), gathers its
   // hot rows and reads the rest; Finish answers it.
   void Serve(std::unique_ptr<Call> call, absl::Status parsed);

@@ -68,7 +68,7 @@ class HotTierImpl final : public HotTier {
     AdmissionCacheOptions o;
     o.slots = cache_bytes / stride_;
     o.slot_bytes = stride_;
-    cache_ = std::make_unique<AdmissionCache>(o);
+    if (o.slots > 0) cache_ = std::make_unique<AdmissionCache>(o);  // else none
   }
 
   HotResult Lookup(uint32_t layer, uint64_t row, uint8_t* dst) override {
@@ -158,6 +158,10 @@ class HotTierImpl final : public HotTier {
 
 absl::StatusOr<std::unique_ptr<HotTier>> HotTier::Build(
     RowStore& store, const HotTierOptions& options) {
+  if (options.cache_share_percent > 100) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "hot tier cache share ", options.cache_share_percent, "% is not in 0..100"));
+  }
   const ShardMap& map = store.shard_map();
   const uint32_t shard = store.shard_index();
   const uint32_t stride = *std::max_element(map.row_bytes.begin(), map.row_bytes.end());
@@ -182,7 +186,7 @@ absl::StatusOr<std::unique_ptr<HotTier>> HotTier::Build(
         ReadHotProfile(options.profile_path, map, shard);
     if (!profile.ok()) return profile.status();
     const uint64_t pin_rows =
-        (budget - budget * kHotTierCacheSharePercent / 100) / stride;
+        (budget - budget * options.cache_share_percent / 100) / stride;
     const uint64_t skip = std::min<uint64_t>(options.skip_profile_bytes / stride,
                                              profile->size());
     keys.reserve(std::min<uint64_t>(pin_rows, profile->size() - skip));

@@ -97,6 +97,37 @@ TEST_F(HotTierTest, ZeroBudgetAlwaysMisses) {
   EXPECT_EQ(tier->pinned_bytes() + tier->cached_bytes(), 0u);
 }
 
+// A cache share of 0 pins the whole budget from the profile and admits
+// nothing; over 100% is refused.
+TEST_F(HotTierTest, CacheShareZeroPinsTheWholeBudget) {
+  const uint64_t budget = ShardBytes() / 10;
+  HotTierOptions o;
+  o.budget_bytes = budget;
+  o.profile_path = ProfilePath();
+  o.cache_share_percent = 0;
+  absl::StatusOr<std::unique_ptr<HotTier>> tier = HotTier::Build(*store_, o);
+  ASSERT_TRUE(tier.ok()) << tier.status();
+  std::unique_ptr<HotTier> twenty = Build(budget, true);
+  ASSERT_NE(twenty, nullptr);
+  EXPECT_GT((*tier)->pinned_bytes(), twenty->pinned_bytes());
+  EXPECT_LE((*tier)->pinned_bytes(), budget);
+  std::mt19937_64 rng(4);
+  uint8_t row[kRowBytes], want[kRowBytes];
+  for (int i = 0; i < 2000; ++i) {
+    auto [l, r] = RandomRow(rng);
+    StoreRow(l, r, want);
+    const HotResult res = (*tier)->Lookup(l, r, row);
+    EXPECT_NE(res, HotResult::kCached);
+    if (res == HotResult::kMiss) (*tier)->Admit(l, r, want);
+    if (res == HotResult::kPinned) {
+      ASSERT_EQ(0, std::memcmp(row, want, kRowBytes));
+    }
+  }
+  EXPECT_EQ((*tier)->cached_bytes(), 0u);
+  o.cache_share_percent = 101;
+  EXPECT_EQ(HotTier::Build(*store_, o).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(HotTierTest, TenPercentMixesPinnedCachedAndMisses) {
   const uint64_t budget = ShardBytes() / 10;
   std::unique_ptr<HotTier> tier = Build(budget, true);
