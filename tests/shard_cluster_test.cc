@@ -262,6 +262,7 @@ TEST_F(ShardClusterTest, BadFlagsAndDataFailWithOneLine) {
       {{"--db", ShardDir(0), "--worker-cache-bytes", "-5"}, 2, "--worker-cache-bytes"},
       {{"--db", ShardDir(0), "--threads", "0"}, 2, "threads"},
       {{"--db", ShardDir(0), "--stream-port", "70000"}, 2, "row stream port 70000"},
+      {{"--db", ShardDir(0), "--hot-cache-share", "101"}, 2, "cache share 101%"},
       {{"--db", root_->path() + "/nope"}, 1, root_->path() + "/nope"},
       {{"--db", ShardDir(0), "--listen",
         absl::StrCat("127.0.0.1:", shards_[0].port)},
