@@ -128,11 +128,12 @@ grpc::ServerUnaryReactor* StoreService::Lookup(
   std::unique_ptr<Call> call = NewCall();
   call->start = absl::Now();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  call->done = [reactor, response](const absl::Status& status, const grpc::Slice& rows) {
+  call->done = [reactor, response](const absl::Status& status, grpc::Slice rows) {
     if (status.ok()) {
       grpc::ByteBuffer buffer(&rows, 1);
       response->Swap(&buffer);
     }
+    rows = grpc::Slice();  // the response holds its own reference
     // Last: once finished, gRPC may free the context and the response.
     reactor->Finish(ToGrpc(status));
   };
@@ -177,11 +178,15 @@ void StoreService::Serve(std::unique_ptr<Call> call, absl::Status status) {
   store_.ReadRowsAsync(pending->misses, [this, pending](absl::Status read) {
     std::unique_ptr<Call> done(pending);
     metrics_.RecordDiskRead(absl::Now() - done->read_start);
-    if (read.code() == absl::StatusCode::kDataLoss) {
+    if (read.ok()) {
+      for (const RowRef& ref : done->misses) {
+        hot_tier_.Admit(ref.layer, ref.row, ref.dst);
+      }
+    } else if (read.code() == absl::StatusCode::kDataLoss) {
       metrics_.RecordDataLoss();
       LogLine('E', absl::StrCat("Lookup failed: ", read.ToString()));
     }
-    Finish(std::move(done), read, /*admit_misses=*/read.ok());
+    Finish(std::move(done), read);
   });
 }
 
@@ -250,8 +255,8 @@ void StoreService::GatherRange(Call& call, size_t lo, size_t hi, GatherShare& sh
   }
 }
 
-void StoreService::Finish(std::unique_ptr<Call> call, const absl::Status& status,
-                          bool admit_misses) {
+void StoreService::Finish(std::unique_ptr<Call> call,
+                          const absl::Status& status) {
   if (status.ok()) {
     const wire::LookupQuery& query = call->query;
     for (size_t i = 0; i < query.layers.size(); ++i) {
@@ -264,15 +269,11 @@ void StoreService::Finish(std::unique_ptr<Call> call, const absl::Status& status
                          absl::Now() - call->start);
   metrics_.inflight().Decrement();
   const LookupDone done = std::move(call->done);
-  const grpc::Slice response = std::move(call->response);
-  done(status, response);
-  // After the answer, not before: offering the rows read from disk to the
-  // admission cache copies each of them, which is no reason for the
-  // client to wait. Our reference to `response` keeps the rows alive.
-  if (admit_misses) {
-    for (const RowRef& ref : call->misses) hot_tier_.Admit(ref.layer, ref.row, ref.dst);
-  }
+  grpc::Slice response = std::move(call->response);
   RecycleCall(std::move(call));
+  // Last, handing over the response: once answered, a shutting-down server
+  // may destroy this service.
+  done(status, std::move(response));
 }
 
 grpc::ServerUnaryReactor* StoreService::Info(

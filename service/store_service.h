@@ -62,8 +62,10 @@ class StoreService final
                                  v1::InfoResponse* response) override;
 
   // The answer to a Lookup served outside gRPC (the row stream): the status
-  // and, when OK, the serialized LookupResponse, valid during the call.
-  using LookupDone = std::function<void(const absl::Status&, const grpc::Slice&)>;
+  // and, when OK, the serialized LookupResponse. The callee owns the slice
+  // and must let it go (its buffer returns to this service's pool) before
+  // it lets a shutdown proceed: nothing of the service is touched after.
+  using LookupDone = std::function<void(const absl::Status&, grpc::Slice)>;
   // Serves one serialized LookupRequest exactly as Lookup does; `done` runs
   // exactly once, on this thread (rows all in RAM, or an error) or on a
   // RocksDB reader thread (after the disk reads).
@@ -85,11 +87,8 @@ class StoreService final
   // requests in shares over gather_pool_).
   void Gather(Call& call);
   void GatherRange(Call& call, size_t lo, size_t hi, GatherShare& share);
-  // Sends the response (status OK) or `status`, then (`admit_misses`)
-  // offers the rows read from disk to the hot tier's admission cache;
-  // recycles the call.
-  void Finish(std::unique_ptr<Call> call, const absl::Status& status,
-              bool admit_misses = false);
+  // Recycles the call, then sends its response (status OK) or `status`.
+  void Finish(std::unique_ptr<Call> call, const absl::Status& status);
   // Validates the parsed call (`parsed`: the parse's status), gathers its
   // hot rows and reads the rest; Finish answers it.
   void Serve(std::unique_ptr<Call> call, absl::Status parsed);

@@ -187,9 +187,10 @@ void StreamServer::Serve(Connection* c) {
     c->BeginLookup();
     const uint32_t id = header.id;
     service_->LookupBytes(std::span<const uint8_t>(payload.data(), header.payload_bytes),
-                          [c, id](const absl::Status& status, const grpc::Slice& rows) {
+                          [c, id](const absl::Status& status, grpc::Slice rows) {
                             c->Respond(id, status, rows);
-                            c->EndLookup();
+                            rows = grpc::Slice();  // its buffer back to the pool first
+                            c->EndLookup();        // then a shutdown may go on
                           });
   }
   {
