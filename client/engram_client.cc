@@ -341,11 +341,10 @@ void EngramClient::Impl::SendLayers(StepState& st, int first, int last) {
           ++st.layers[piece.layer].pending;
         }
         grpc::Slice slice = wire::EncodeLookupRequest(shard_map.table, version, request);
-        grpc::ByteBuffer buffer(&slice, 1);
         StepState* stp = &st;
         const uint64_t want = version;
         auto rpc = std::make_unique<ShardRpc>(
-            channels.get(), &counters, &latency, s, std::move(buffer),
+            channels.get(), &counters, &latency, s, std::move(slice),
             [chunk, want](const grpc::ByteBuffer& resp) {
               return DecodeChunk(resp, want, chunk);
             },

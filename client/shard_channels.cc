@@ -4,7 +4,6 @@
 #include <climits>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -119,20 +118,18 @@ int ShardChannels::NextChannel(int shard, int replica) {
 }
 
 ShardRpc::ShardRpc(ShardChannels* channels, RpcCounters* counters,
-                   LatencyWindow* latency, int shard, grpc::ByteBuffer request,
+                   LatencyWindow* latency, int shard, grpc::Slice request,
                    DecodeFn decode, DoneFn on_done, QuietFn on_quiet)
     : channels_(channels),
       counters_(counters),
       latency_window_(latency),
       shard_(shard),
-      request_(std::move(request)),
+      request_slice_(std::move(request)),
+      request_(&request_slice_, 1),
       decode_(std::move(decode)),
       on_done_(std::move(on_done)),
       on_quiet_(std::move(on_quiet)) {
   hedge_tag_.rpc = this;
-  if (!request_.TrySingleSlice(&request_slice_).ok()) {
-    (void)request_.DumpToSingleSlice(&request_slice_);
-  }
   attempts_.reserve(static_cast<size_t>(channels_->n_replicas(shard)));
 }
 
@@ -212,10 +209,8 @@ void ShardRpc::OnAttemptDone(Attempt* a, const absl::Status& status) {
               absl::StrCat(addr, ": malformed response: ", d.message()));
         }
       } else {
-        last_error_ = absl::Status(
-            status.code(),
-            absl::StrCat(absl::StartsWith(status.message(), addr) ? "" : addr + ": ",
-                         status.message()));
+        last_error_ =
+            absl::Status(status.code(), absl::StrCat(addr, ": ", status.message()));
       }
       if (!done_) {
         if (!cancelled_ && outstanding_ == 0 && Retryable(last_error_.code())) {

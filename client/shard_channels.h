@@ -138,7 +138,7 @@ class ShardRpc {
   using QuietFn = std::function<void()>;
 
   ShardRpc(ShardChannels* channels, RpcCounters* counters,
-           LatencyWindow* latency, int shard, grpc::ByteBuffer request,
+           LatencyWindow* latency, int shard, grpc::Slice request,
            DecodeFn decode, DoneFn on_done, QuietFn on_quiet);
   ~ShardRpc();
 
@@ -190,8 +190,8 @@ class ShardRpc {
   RpcCounters* const counters_;
   LatencyWindow* const latency_window_;
   const int shard_;
-  const grpc::ByteBuffer request_;
-  grpc::Slice request_slice_;  // the same bytes, for the row stream
+  const grpc::Slice request_slice_;  // the serialized LookupRequest (row stream)
+  const grpc::ByteBuffer request_;   // the same bytes, for gRPC
   const DecodeFn decode_;
   const DoneFn on_done_;
   const QuietFn on_quiet_;

@@ -76,8 +76,9 @@ namespace {
 // A response larger than this is a broken stream, not a response.
 constexpr uint64_t kMaxResponseBytes = uint64_t{1} << 31;
 
-absl::Status StreamError(const std::string& address, absl::string_view why) {
-  return absl::UnavailableError(absl::StrCat(address, ": row stream: ", why));
+// The replica's address is not in the message: ShardRpc names it.
+absl::Status StreamError(absl::string_view why) {
+  return absl::UnavailableError(absl::StrCat("row stream: ", why));
 }
 
 }  // namespace
@@ -207,8 +208,7 @@ std::vector<StreamCall*> StreamConnection::TakeExpiredLocked(absl::Time now) {
 
 void StreamConnection::FailExpired(const std::vector<StreamCall*>& calls) {
   for (StreamCall* call : calls) {
-    call->StreamDone(absl::DeadlineExceededError(absl::StrCat(
-                         options_.address, ": row stream: no answer by the deadline")),
+    call->StreamDone(absl::DeadlineExceededError("row stream: no answer by the deadline"),
                      nullptr);
   }
 }
@@ -280,14 +280,14 @@ absl::StatusOr<int> StreamConnection::Connect(bool* grpc_answered) {
       connecting_ = nullptr;
     }
     if (!status.ok()) {
-      return StreamError(options_.address, absl::StrCat("Info: ", status.error_message()));
+      return StreamError(absl::StrCat("Info: ", status.error_message()));
     }
   }
   *grpc_answered = true;
   if (info.stream_port() == 0) return -1;
   absl::StatusOr<int> fd =
       ConnectTcp(host_, static_cast<int>(info.stream_port()), options_.connect_timeout);
-  if (!fd.ok()) return StreamError(options_.address, fd.status().message());
+  if (!fd.ok()) return StreamError(fd.status().message());
   uint8_t hello[stream::kHelloBytes];
   stream::EncodeHello(stream::kVersion, hello);
   iovec iov = {hello, sizeof(hello)};
@@ -295,12 +295,11 @@ absl::StatusOr<int> StreamConnection::Connect(bool* grpc_answered) {
   ::setsockopt(*fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   absl::Status failed;
   if (!WriteFull(*fd, &iov, 1) || !ReadFull(*fd, hello, sizeof(hello))) {
-    failed = StreamError(options_.address, absl::StrCat("hello: ", errno == 0 ? "closed" : std::strerror(errno)));
+    failed = StreamError(absl::StrCat("hello: ", errno == 0 ? "closed" : std::strerror(errno)));
   } else if (absl::StatusOr<uint32_t> v = stream::DecodeHello(hello); !v.ok()) {
-    failed = StreamError(options_.address, v.status().message());
+    failed = StreamError(v.status().message());
   } else if (*v != stream::kVersion) {
-    failed = StreamError(options_.address,
-                         absl::StrCat("the shard answers with version ", *v,
+    failed = StreamError(absl::StrCat("the shard answers with version ", *v,
                                       "; this client speaks version ", stream::kVersion));
   }
   if (!failed.ok()) {
@@ -378,7 +377,7 @@ void StreamConnection::Run() {
         error = absl::CancelledError("client closed");
       } else {
         state_ = State::kConnecting;
-        error = StreamError(options_.address, why.message());
+        error = StreamError(why.message());
       }
     }
     for (StreamCall* call : failed) call->StreamDone(error, nullptr);
