@@ -228,21 +228,23 @@ INSTANTIATE_TEST_SUITE_P(HotTier, ClientTest,
                                        : "_grpc");
                          });
 
-// Servers that offer no row stream: the client's Lookups go over gRPC.
-TEST(Client, ShardsWithoutARowStreamAreServedOverGrpc) {
-  Deployment d = StartDeployment(34 << 10, 1, /*stream=*/false);
+// A client with the default transport against `d`: every row of a short
+// generation is the table's, and every Lookup was answered over gRPC.
+void ExpectServedOverGrpc(const Deployment& d, uint64_t seed) {
   auto client = EngramClient::Create(BaseOptions(d.addrs));
   ASSERT_TRUE(client.ok()) << client.status();
-  RunGeneration(**client, 3, 20, 3, 21);
+  RunGeneration(**client, 3, 20, 3, seed);
   const ClientStats st = (*client)->stats();
   EXPECT_EQ(st.failed_rpcs, 0u);
   EXPECT_GT(st.rpcs, 0u);
   EXPECT_EQ(st.stream_answers, 0u);
 }
 
-// Without pipelining every layer of a step goes out as soon as it is
-// de-duplicated, one Lookup per shard and layer; a small max_rows_per_rpc
-// cuts those requests. The rows stay those of the table file either way.
+// Servers that offer no row stream: the client's Lookups go over gRPC.
+TEST(Client, ShardsWithoutARowStreamAreServedOverGrpc) {
+  ExpectServedOverGrpc(StartDeployment(34 << 10, 1, /*stream=*/false), 21);
+}
+
 // Info names a stream port nothing listens on (a mapping gone wrong): the
 // replicas still answer, over gRPC.
 TEST(Client, AnUnreachableRowStreamFallsBackToGrpc) {
@@ -254,17 +256,13 @@ TEST(Client, AnUnreachableRowStreamFallsBackToGrpc) {
   ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), len), 0);
   ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
   const int closed_port = ntohs(addr.sin_port);  // bound, never listening
-  Deployment d = StartDeployment(34 << 10, 1, /*stream=*/true, closed_port);
-  auto client = EngramClient::Create(BaseOptions(d.addrs));
-  ASSERT_TRUE(client.ok()) << client.status();
-  RunGeneration(**client, 3, 20, 3, 22);
-  const ClientStats st = (*client)->stats();
-  EXPECT_EQ(st.failed_rpcs, 0u);
-  EXPECT_GT(st.rpcs, 0u);
-  EXPECT_EQ(st.stream_answers, 0u);
+  ExpectServedOverGrpc(StartDeployment(34 << 10, 1, /*stream=*/true, closed_port), 22);
   ::close(fd);
 }
 
+// Without pipelining every layer of a step goes out as soon as it is
+// de-duplicated, one Lookup per shard and layer; a small max_rows_per_rpc
+// cuts those requests. The rows stay those of the table file either way.
 TEST(Client, MultiLayerRequestsCutAtTheRowLimitKeepEveryRow) {
   Deployment d = StartDeployment(34 << 10);
   for (const auto& [pipeline, limit] :
