@@ -37,6 +37,7 @@
 #include "bench/bench_client_shards.h"
 #include "client/engram_client.h"
 #include "common/table.h"
+#include "shard/hot_tier.h"
 #include "tools/demo/inference_loop.h"
 
 ABSL_FLAG(std::string, work_dir, "", "cache of traces, tables and shards (default BUILD/bench-client)");
@@ -312,7 +313,8 @@ int Run() {
   report.http2_bdp_probe = absl::GetFlag(FLAGS_http2_bdp_probe);
   report.transport = absl::GetFlag(FLAGS_transport);
   report.hot_cache_share =
-      absl::GetFlag(FLAGS_hot_cache_share) < 0 ? 20 : absl::GetFlag(FLAGS_hot_cache_share);
+      absl::GetFlag(FLAGS_hot_cache_share) < 0 ? static_cast<int>(kHotTierCacheSharePercent)
+                                               : absl::GetFlag(FLAGS_hot_cache_share);
   report.layer_blocks = env->table->manifest().layout.engram_layer_ids;
   report.blocks = absl::GetFlag(FLAGS_blocks);
   report.batch = absl::GetFlag(FLAGS_batch);

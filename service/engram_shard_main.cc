@@ -40,7 +40,7 @@ ABSL_FLAG(int32_t, stream_port, 0,
           "clients' fast path, advertised by Info (-1 = off, 0 = any)");
 ABSL_FLAG(int32_t, stream_advertise_port, 0,
           "the row stream port Info advertises, behind a port mapping (0 = the bound one)");
-ABSL_FLAG(uint32_t, hot_cache_share, 20,
+ABSL_FLAG(uint32_t, hot_cache_share, engram::kHotTierCacheSharePercent,
           "with a hot-row profile, percent of --ram-budget kept for the admission cache "
           "(the rest is pinned from the profile; 0 = all pinned)");
 ABSL_FLAG(std::string, ram_budget, "0",

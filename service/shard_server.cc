@@ -33,6 +33,13 @@ absl::Status Annotate(const absl::Status& status, const std::string& prefix) {
                       absl::StrCat(prefix, std::string(status.message())));
 }
 
+// A port option that may be -1 (off), 0 (any free port) or a port.
+absl::Status CheckPortOption(const char* what, int port) {
+  if (port >= -1 && port <= 65535) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(what, " ", port, " is not -1 (off), 0 (any) or a port up to 65535"));
+}
+
 bool FileExists(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
@@ -50,10 +57,8 @@ absl::Status ShardServerOptions::Validate() const {
     return absl::InvalidArgumentError(absl::StrCat(
         "listen address \"", options.listen, "\" is not host:port"));
   }
-  if (options.metrics_port < -1 || options.metrics_port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("metrics port ", options.metrics_port,
-                     " is not -1 (off), 0 (any) or a port up to 65535"));
+  if (absl::Status s = CheckPortOption("metrics port", options.metrics_port); !s.ok()) {
+    return s;
   }
   if (options.threads < 1 || options.threads > 1024) {
     return absl::InvalidArgumentError(
@@ -71,10 +76,8 @@ absl::Status ShardServerOptions::Validate() const {
     return absl::InvalidArgumentError(absl::StrCat(
         "hot tier cache share ", options.hot_cache_share_percent, "% is not in 0..100"));
   }
-  if (options.stream_port < -1 || options.stream_port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("row stream port ", options.stream_port,
-                     " is not -1 (off), 0 (any) or a port up to 65535"));
+  if (absl::Status s = CheckPortOption("row stream port", options.stream_port); !s.ok()) {
+    return s;
   }
   if (options.stream_advertise_port < 0 || options.stream_advertise_port > 65535) {
     return absl::InvalidArgumentError(

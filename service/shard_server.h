@@ -31,6 +31,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "shard/hot_tier.h"
 #include "shard/shard_map.h"
 
 namespace grpc {
@@ -85,7 +86,7 @@ struct ShardServerOptions {
   // With a hot-row profile, the share of ram_budget_bytes (percent) kept
   // for the admission cache; the rest is pinned from the profile
   // (HotTierOptions::cache_share_percent).
-  uint32_t hot_cache_share_percent = 20;
+  uint32_t hot_cache_share_percent = kHotTierCacheSharePercent;
   // Upper bound on the threads gRPC creates for the synchronous services
   // (reflection) via ResourceQuota / SyncServerOption. Callback handlers,
   // Lookup included, run on gRPC's own callback pool, whose size gRPC 1.51
