@@ -14,14 +14,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "common/table.h"
-#include "common/table_gen.h"
 #include "engram/v1/engram_store.grpc.pb.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
 #include "service/testing/pending_lookups.h"
 #include "service/testing/server_test_util.h"
 #include "service/wire.h"
-#include "shard/importer.h"
 
 namespace engram {
 namespace {
@@ -37,24 +35,11 @@ class ShardServerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     root_ = new testing::TempDir("shard_server_test");
-    GenTableOptions gen;
-    gen.out_dir = root_->path() + "/table";
-    gen.preset = "small";
-    gen.engram_vocab_size = testing::kSmallVocab;
-    gen.table_name = testing::kSmallTableName;
-    gen.version = testing::kSmallTableVersion;
-    ASSERT_TRUE(GenerateTable(gen, nullptr).ok());
-    for (uint32_t i = 0; i < kShards; ++i) {
-      ImportOptions import;
-      import.table_dir = gen.out_dir;
-      import.n_shards = kShards;
-      import.shard_index = i;
-      import.out_dir = ShardDir(i);
-      auto result = ImportShard(import, nullptr);
-      ASSERT_TRUE(result.ok()) << result.status();
-      map_ = new ShardMap(result->map);
-    }
-    auto reader = TableReader::Open(gen.out_dir);
+    const std::string table_dir = root_->path() + "/table";
+    absl::StatusOr<ShardMap> map = testing::MakeSmallShardedTable(table_dir, kShards, ShardDir);
+    ASSERT_TRUE(map.ok()) << map.status();
+    map_ = new ShardMap(*std::move(map));
+    auto reader = TableReader::Open(table_dir);
     ASSERT_TRUE(reader.ok()) << reader.status();
     table_ = reader->release();
   }

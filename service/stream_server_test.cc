@@ -15,14 +15,12 @@
 
 #include "common/socket_io.h"
 #include "common/table.h"
-#include "common/table_gen.h"
 #include "engram/v1/engram_store.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "service/shard_server.h"
 #include "service/stream_wire.h"
 #include "service/testing/server_test_util.h"
 #include "service/wire.h"
-#include "shard/importer.h"
 
 namespace engram {
 namespace {
@@ -34,22 +32,12 @@ class StreamServerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     root_ = new testing::TempDir("stream_server_test");
-    GenTableOptions gen;
-    gen.out_dir = root_->path() + "/table";
-    gen.preset = "small";
-    gen.engram_vocab_size = testing::kSmallVocab;
-    gen.table_name = testing::kSmallTableName;
-    gen.version = testing::kSmallTableVersion;
-    ASSERT_TRUE(GenerateTable(gen, nullptr).ok());
-    ImportOptions import;
-    import.table_dir = gen.out_dir;
-    import.n_shards = 1;
-    import.shard_index = 0;
-    import.out_dir = root_->path() + "/shard";
-    auto result = ImportShard(import, nullptr);
-    ASSERT_TRUE(result.ok()) << result.status();
-    map_ = new ShardMap(result->map);
-    auto reader = TableReader::Open(gen.out_dir);
+    const std::string table_dir = root_->path() + "/table";
+    absl::StatusOr<ShardMap> map = testing::MakeSmallShardedTable(
+        table_dir, 1, [](uint32_t) { return root_->path() + "/shard"; });
+    ASSERT_TRUE(map.ok()) << map.status();
+    map_ = new ShardMap(*std::move(map));
+    auto reader = TableReader::Open(table_dir);
     ASSERT_TRUE(reader.ok()) << reader.status();
     table_ = reader->release();
   }

@@ -20,11 +20,37 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "common/metrics/scrape.h"
+#include "common/table_gen.h"
 #include "grpcpp/generic/generic_stub.h"
+#include "shard/importer.h"
 
 extern char** environ;
 
 namespace engram::testing {
+
+absl::StatusOr<ShardMap> MakeSmallShardedTable(
+    const std::string& table_dir, uint32_t n_shards,
+    const std::function<std::string(uint32_t)>& shard_dir) {
+  GenTableOptions gen;
+  gen.out_dir = table_dir;
+  gen.preset = "small";
+  gen.engram_vocab_size = kSmallVocab;
+  gen.table_name = kSmallTableName;
+  gen.version = kSmallTableVersion;
+  if (absl::Status s = GenerateTable(gen, nullptr); !s.ok()) return s;
+  ShardMap map;
+  for (uint32_t i = 0; i < n_shards; ++i) {
+    ImportOptions import;
+    import.table_dir = table_dir;
+    import.n_shards = n_shards;
+    import.shard_index = i;
+    import.out_dir = shard_dir(i);
+    absl::StatusOr<ImportResult> result = ImportShard(import, nullptr);
+    if (!result.ok()) return result.status();
+    map = result->map;
+  }
+  return map;
+}
 
 TempDir::TempDir(const std::string& prefix) {
   const char* base = std::getenv("TEST_TMPDIR");

@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <random>
@@ -41,6 +42,13 @@ class TempDir {
 inline constexpr int64_t kSmallVocab = 300;
 inline constexpr char kSmallTableName[] = "engram-test";
 inline constexpr uint64_t kSmallTableVersion = 3;
+
+// Generates the small table into `table_dir` and imports it into
+// `n_shards` shard directories, shard i into shard_dir(i); the shard map
+// the import wrote.
+absl::StatusOr<ShardMap> MakeSmallShardedTable(
+    const std::string& table_dir, uint32_t n_shards,
+    const std::function<std::string(uint32_t)>& shard_dir);
 
 // A channel to 127.0.0.1:port that accepts responses of any size.
 std::shared_ptr<grpc::Channel> LocalChannel(int port);
