@@ -65,7 +65,10 @@ ABSL_FLAG(bool, shards_skip_worker_cache, true,
           "--worker-cache-bytes) so their hot tiers pin the rows after it");
 ABSL_FLAG(int32_t, hot_cache_share, -1,
           "the shards' --hot-cache-share: percent of the hot tier kept for the admission "
-          "cache (-1 = the server's default, 20)");
+          "cache (-1 = the server's default: 0 with a mapped cuckoo tail, else 20)");
+ABSL_FLAG(bool, map_tail, true,
+          "the shards read a cuckoo tail from its mapped table files (false: "
+          "engram-shard --map-cuckoo-tail=false, RocksDB MultiGet)");
 ABSL_FLAG(int32_t, shard_reader_threads, 0,
           "engram-shard --reader-threads (0 = its default)");
 ABSL_FLAG(std::string, format, "bf16", "how the loop gathers rows: bf16, f32 or raw");
@@ -138,6 +141,7 @@ absl::StatusOr<RunOutcome> RunOne(const Env& env, const RunSpec& spec) {
   d.log_dir = env.log_dir;
   d.reader_threads = absl::GetFlag(FLAGS_shard_reader_threads);
   d.hot_cache_share = absl::GetFlag(FLAGS_hot_cache_share);
+  d.map_tail = absl::GetFlag(FLAGS_map_tail);
   const uint64_t local_cache_bytes =
       static_cast<uint64_t>(spec.local_cache_pct / 100.0 * static_cast<double>(env.table_bytes));
   if (absl::GetFlag(FLAGS_shards_skip_worker_cache)) d.worker_cache_bytes = local_cache_bytes;
@@ -309,12 +313,17 @@ int Run() {
   report.table_bytes = env->table_bytes;
   report.vocab = absl::GetFlag(FLAGS_vocab);
   report.hot_pct = absl::GetFlag(FLAGS_hot_pct);
-  report.tail_format = TailFormatName(env->tail_format);
+  const bool mapped = env->tail_format == TailFormat::kCuckoo && absl::GetFlag(FLAGS_map_tail);
+  report.tail_format = absl::StrCat(TailFormatName(env->tail_format), " tail",
+                                    env->tail_format != TailFormat::kCuckoo ? ""
+                                    : mapped ? " (read from its mapped files)"
+                                             : " (read by RocksDB MultiGet)");
   report.http2_bdp_probe = absl::GetFlag(FLAGS_http2_bdp_probe);
   report.transport = absl::GetFlag(FLAGS_transport);
   report.hot_cache_share =
-      absl::GetFlag(FLAGS_hot_cache_share) < 0 ? static_cast<int>(kHotTierCacheSharePercent)
-                                               : absl::GetFlag(FLAGS_hot_cache_share);
+      absl::GetFlag(FLAGS_hot_cache_share) >= 0 ? absl::GetFlag(FLAGS_hot_cache_share)
+      : mapped                                  ? 0
+                                                : static_cast<int>(kHotTierCacheSharePercent);
   report.layer_blocks = env->table->manifest().layout.engram_layer_ids;
   report.blocks = absl::GetFlag(FLAGS_blocks);
   report.batch = absl::GetFlag(FLAGS_batch);

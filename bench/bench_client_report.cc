@@ -97,7 +97,7 @@ void PrintReport(const ReportSetup& setup, const std::vector<RunOutcome>& runs) 
               static_cast<long long>(setup.vocab), static_cast<unsigned long long>(setup.table_rows),
               static_cast<double>(setup.table_bytes) / 1e6);
   std::printf("%-14s hot tier %.0f%% of each shard's rows (%d%% pinned from the profile), "
-              "%s tail, restarted per run\n",
+              "%s, restarted per run\n",
               "shards", setup.hot_pct, 100 - setup.hot_cache_share, setup.tail_format.c_str());
   if (setup.transport == "grpc") {
     std::printf("%-14s gRPC (--transport), HTTP/2 bandwidth probing %s\n", "client",

@@ -40,7 +40,7 @@ struct ReportSetup {
   uint64_t table_bytes = 0;
   int64_t vocab = 0;
   double hot_pct = 0;
-  std::string tail_format;  // engramctl import --tail-format of the shards
+  std::string tail_format;  // the shards' tail, e.g. "cuckoo tail (read from its mapped files)"
   bool http2_bdp_probe = false;  // ClientOptions::http2_bdp_probe
   std::string transport = "row_stream";  // ClientOptions::transport
   int hot_cache_share = 20;  // the shards' --hot-cache-share, resolved

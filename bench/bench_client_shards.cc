@@ -116,6 +116,7 @@ absl::StatusOr<std::unique_ptr<ShardProcess>> ShardProcess::Start(const Options&
     args.push_back(absl::StrCat(o.reader_threads));
   }
   if (o.direct_io) args.push_back("--direct-io");
+  if (!o.map_tail) args.push_back("--map-cuckoo-tail=false");
   if (o.hot_cache_share >= 0) {
     args.push_back("--hot-cache-share");
     args.push_back(absl::StrCat(o.hot_cache_share));
@@ -221,6 +222,7 @@ absl::StatusOr<std::unique_ptr<Deployment>> Deployment::Start(const Options& o) 
     po.worker_cache_bytes = o.worker_cache_bytes;
     po.hot_cache_share = o.hot_cache_share;
     po.direct_io = o.direct_io;
+    po.map_tail = o.map_tail;
     po.log_path = absl::StrCat(o.log_dir, "/shard-", i, "-of-", o.shard_dirs.size(), ".err");
     absl::StatusOr<std::unique_ptr<ShardProcess>> p = ShardProcess::Start(po);
     if (!p.ok()) return p.status();

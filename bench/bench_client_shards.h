@@ -36,6 +36,7 @@ class ShardProcess {
     uint64_t worker_cache_bytes = 0;  // --worker-cache-bytes
     int hot_cache_share = -1;   // --hot-cache-share; -1 = the server's default
     bool direct_io = false;     // --direct-io
+    bool map_tail = true;       // false: --map-cuckoo-tail=false
     std::string log_path = "/dev/null";
     absl::Duration start_timeout = absl::Seconds(60);
   };
@@ -86,6 +87,7 @@ class Deployment {
     int reader_threads = 0;               // per shard; 0 = the server's default
     uint64_t worker_cache_bytes = 0;      // every process's --worker-cache-bytes
     int hot_cache_share = -1;             // every process's --hot-cache-share; -1 = default
+    bool map_tail = true;                 // false: every process with --map-cuckoo-tail=false
     std::string log_dir;                  // shard-I.err files. REQUIRED.
   };
   static absl::StatusOr<std::unique_ptr<Deployment>> Start(const Options& options);

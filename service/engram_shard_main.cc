@@ -40,9 +40,13 @@ ABSL_FLAG(int32_t, stream_port, 0,
           "clients' fast path, advertised by Info (-1 = off, 0 = any)");
 ABSL_FLAG(int32_t, stream_advertise_port, 0,
           "the row stream port Info advertises, behind a port mapping (0 = the bound one)");
-ABSL_FLAG(uint32_t, hot_cache_share, engram::kHotTierCacheSharePercent,
+ABSL_FLAG(int32_t, hot_cache_share, -1,
           "with a hot-row profile, percent of --ram-budget kept for the admission cache "
-          "(the rest is pinned from the profile; 0 = all pinned)");
+          "(the rest is pinned from the profile; 0 = all pinned; -1 = 0 with a mapped "
+          "cuckoo tail, else 20)");
+ABSL_FLAG(bool, map_cuckoo_tail, true,
+          "read a cuckoo tail straight from its memory-mapped table files instead of "
+          "through RocksDB MultiGet");
 ABSL_FLAG(std::string, ram_budget, "0",
           "RAM for the hot tier in bytes; suffixes K, M, G, T (binary)");
 ABSL_FLAG(std::string, worker_cache_bytes, "0",
@@ -113,6 +117,7 @@ int main(int argc, char** argv) {
   options.reader_threads = absl::GetFlag(FLAGS_reader_threads);
   options.gather_threads = absl::GetFlag(FLAGS_gather_threads);
   options.direct_io = absl::GetFlag(FLAGS_direct_io);
+  options.map_cuckoo_tail = absl::GetFlag(FLAGS_map_cuckoo_tail);
   options.max_rows_per_request = absl::GetFlag(FLAGS_max_rows_per_request);
 
   // Block the shutdown signals before any thread exists, so every thread
@@ -129,6 +134,8 @@ int main(int argc, char** argv) {
   }
   auto server = engram::ShardServer::Start(options);
   if (!server.ok()) return Fail(1, std::string(server.status().message()));
+  engram::LogLine('I', absl::StrCat("engram-shard: tail rows read by ",
+                                    (*server)->tail_access()));
   const engram::ShardMap& map = (*server)->shard_map();
   const int metrics_port = (*server)->metrics_port();
   const int stream_port = (*server)->stream_port();

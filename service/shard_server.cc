@@ -72,9 +72,10 @@ absl::Status ShardServerOptions::Validate() const {
     return absl::InvalidArgumentError(absl::StrCat(
         "gather threads = ", options.gather_threads, " is not -1 (auto) or in 0..64"));
   }
-  if (options.hot_cache_share_percent > 100) {
+  if (options.hot_cache_share_percent < -1 || options.hot_cache_share_percent > 100) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "hot tier cache share ", options.hot_cache_share_percent, "% is not in 0..100"));
+        "hot tier cache share ", options.hot_cache_share_percent,
+        "% is not -1 (auto) or in 0..100"));
   }
   if (absl::Status s = CheckPortOption("row stream port", options.stream_port); !s.ok()) {
     return s;
@@ -185,6 +186,7 @@ absl::Status ShardServer::OpenData(const ShardServerOptions& options) {
   RowStoreOptions store_options;
   store_options.direct_io = options.direct_io;
   store_options.reader_threads = options.reader_threads;
+  store_options.map_cuckoo_tail = options.map_cuckoo_tail;
   auto store = RowStore::Open(options.db_dir, store_options);
   if (!store.ok()) {
     // Most of RowStore's errors name the directory already.
@@ -197,7 +199,10 @@ absl::Status ShardServer::OpenData(const ShardServerOptions& options) {
   HotTierOptions tier_options;
   tier_options.budget_bytes = options.ram_budget_bytes;
   tier_options.profile_path = options.hot_profile_path;
-  tier_options.cache_share_percent = options.hot_cache_share_percent;
+  tier_options.cache_share_percent =
+      options.hot_cache_share_percent >= 0
+          ? static_cast<uint32_t>(options.hot_cache_share_percent)
+          : (store_->tail_mapped() ? 0 : kHotTierCacheSharePercent);
   // Rows are spread evenly over the shards (row % n_shards), so this
   // shard's share of the workers' cache is its profile's head.
   tier_options.skip_profile_bytes =
@@ -279,6 +284,7 @@ int ShardServer::metrics_port() const {
 
 const ShardMap& ShardServer::shard_map() const { return store_->shard_map(); }
 uint32_t ShardServer::shard_index() const { return store_->shard_index(); }
+std::string ShardServer::tail_access() const { return store_->tail_access(); }
 uint64_t ShardServer::hot_bytes() const {
   return hot_tier_->pinned_bytes() + hot_tier_->cached_bytes();
 }

@@ -83,10 +83,16 @@ struct ShardServerOptions {
   // hottest rows of its profile, is not pinned here (they are served from
   // the workers), so the hot tier pins the next ones. 0 = none.
   uint64_t worker_cache_bytes = 0;
-  // With a hot-row profile, the share of ram_budget_bytes (percent) kept
-  // for the admission cache; the rest is pinned from the profile
-  // (HotTierOptions::cache_share_percent).
-  uint32_t hot_cache_share_percent = kHotTierCacheSharePercent;
+  // With a hot-row profile, the share of ram_budget_bytes (percent, 0-100)
+  // kept for the admission cache; the rest is pinned from the profile
+  // (HotTierOptions::cache_share_percent). -1 = 0 when the tail is mapped
+  // (map_cuckoo_tail: a row the profile missed then costs a copy from the
+  // page cache, as a cached one would, so admission is pure overhead),
+  // kHotTierCacheSharePercent otherwise.
+  int hot_cache_share_percent = -1;
+  // Read a cuckoo tail straight from its mapped table files
+  // (RowStoreOptions::map_cuckoo_tail).
+  bool map_cuckoo_tail = true;
   // Upper bound on the threads gRPC creates for the synchronous services
   // (reflection) via ResourceQuota / SyncServerOption. Callback handlers,
   // Lookup included, run on gRPC's own callback pool, whose size gRPC 1.51
@@ -133,6 +139,8 @@ class ShardServer {
 
   const ShardMap& shard_map() const;
   uint32_t shard_index() const;
+  // How tail rows are read (RowStore::tail_access), for the start-up log.
+  std::string tail_access() const;
   // Bytes the hot tier holds now (pinned + cached).
   uint64_t hot_bytes() const;
 

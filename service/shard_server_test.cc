@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "common/table.h"
@@ -20,6 +21,7 @@
 #include "service/testing/pending_lookups.h"
 #include "service/testing/server_test_util.h"
 #include "service/wire.h"
+#include "shard/importer.h"
 
 namespace engram {
 namespace {
@@ -406,6 +408,63 @@ TEST_F(ShardServerTest, MetricsCountRowsByTier) {
   EXPECT_NE(page->find("engram_shard_request_duration_seconds_bucket"),
             std::string::npos);
   EXPECT_NE(page->find("engram_shard_rocksdb_"), std::string::npos);
+}
+
+// A cuckoo tail is read from its mapped table files, and by default (an
+// automatic --hot-cache-share) the whole hot tier is pinned from the profile:
+// rows are exact, the metrics say how the tail is read, and nothing is
+// admitted. With the share given (20%), the admission cache is back.
+TEST_F(ShardServerTest, MappedCuckooTailPinsTheWholeHotTier) {
+  const std::string dir = root_->path() + "/cuckoo-shard-1";
+  const std::string trace = root_->path() + "/cuckoo-profile.trace";
+  {
+    std::ofstream out(trace);
+    std::mt19937_64 rng(3);
+    for (int seq = 0; seq < 20; ++seq) {
+      for (int t = 0; t < 64; ++t) out << rng() % testing::kSmallVocab << ' ';
+      out << '\n';
+    }
+  }
+  ImportOptions import;
+  import.table_dir = root_->path() + "/table";
+  import.n_shards = kShards;
+  import.shard_index = 1;
+  import.out_dir = dir;
+  import.profile_trace = trace;
+  import.tail_format = TailFormat::kCuckoo;
+  ASSERT_TRUE(ImportShard(import, nullptr).ok());
+  std::mt19937_64 rng(8);
+  for (int share : {-1, 20}) {
+    SCOPED_TRACE(absl::StrCat("hot cache share ", share));
+    ShardServerOptions options;
+    options.db_dir = dir;
+    options.ram_budget_bytes = ShardBytes(1) / 10;
+    options.hot_cache_share_percent = share;
+    options.metrics_port = 0;
+    auto server = Start(options);
+    ASSERT_NE(server, nullptr);
+    EXPECT_TRUE(absl::StartsWith(server->tail_access(), "mapped: ")) << server->tail_access();
+    for (int round = 0; round < 3; ++round) {
+      ExpectLookup(server->port(), {0, 1},
+                   {RandomOwnedIds(*map_, 0, 1, 400, rng), RandomOwnedIds(*map_, 1, 1, 400, rng)});
+    }
+    auto page = testing::HttpGet(server->metrics_port(), "/metrics");
+    ASSERT_TRUE(page.ok()) << page.status();
+    EXPECT_EQ(testing::MetricValue(*page, "engram_shard_tail_mapped_rows"),
+              map_->RowsOnShard(0, 1) + map_->RowsOnShard(1, 1));
+    EXPECT_EQ(testing::MetricValue(*page, "engram_shard_rocksdb_multiget_keys"), 0);
+    EXPECT_GT(*testing::MetricValue(*page, "engram_shard_rows_total{layer=\"0\",tier=\"disk\"}"),
+              0);
+    const double cached =
+        *testing::MetricValue(*page, "engram_shard_hot_tier_bytes{part=\"cached\"}");
+    if (share < 0) {
+      EXPECT_EQ(cached, 0);
+      EXPECT_GT(*testing::MetricValue(*page, "engram_shard_hot_tier_bytes{part=\"pinned\"}"),
+                0.8 * static_cast<double>(options.ram_budget_bytes));
+    } else {
+      EXPECT_GT(cached, 0);
+    }
+  }
 }
 
 TEST_F(ShardServerTest, HealthServiceReportsServing) {

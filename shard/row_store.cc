@@ -12,6 +12,7 @@
 #include "rocksdb/db.h"
 #include "rocksdb/statistics.h"
 #include "rocksdb/table_properties.h"
+#include "shard/mapped_tail.h"
 #include "shard/shard_format.h"
 
 namespace engram {
@@ -50,7 +51,8 @@ class RowStoreImpl final : public RowStore {
  public:
   RowStoreImpl(std::unique_ptr<rocksdb::DB> db, std::vector<rocksdb::ColumnFamilyHandle*> cfs,
                rocksdb::Options db_options, ShardMap map, ShardInfo info,
-               const RowStoreOptions& options)
+               const RowStoreOptions& options, std::unique_ptr<MappedTail> mapped,
+               std::string tail_access)
       : db_(std::move(db)),
         cfs_(std::move(cfs)),
         rows_cf_(cfs_.back()),
@@ -58,10 +60,12 @@ class RowStoreImpl final : public RowStore {
         db_options_(std::move(db_options)),
         map_(std::move(map)),
         info_(std::move(info)),
-        batch_(static_cast<size_t>(std::max(1, options.multiget_batch))) {
+        batch_(static_cast<size_t>(std::max(1, options.multiget_batch))),
+        mapped_(std::move(mapped)),
+        tail_access_(std::move(tail_access)) {
     read_options_.verify_checksums = true;
     read_options_.fill_cache = options.block_cache_bytes > 0;
-    const int n = std::max(1, options.reader_threads);
+    const int n = mapped_ != nullptr ? 0 : std::max(1, options.reader_threads);
     threads_.reserve(n);
     for (int i = 0; i < n; ++i) threads_.emplace_back([this] { WorkerLoop(); });
   }
@@ -78,9 +82,15 @@ class RowStoreImpl final : public RowStore {
 
   const ShardMap& shard_map() const override { return map_; }
   uint32_t shard_index() const override { return info_.shard_index; }
+  std::string tail_access() const override { return tail_access_; }
+  bool tail_mapped() const override { return mapped_ != nullptr; }
 
   absl::Status ReadRows(std::span<const RowRef> refs) override {
     if (refs.empty()) return absl::OkStatus();
+    if (mapped_ != nullptr) {
+      if (absl::Status s = CheckRefs(refs); !s.ok()) return s;
+      return mapped_->Read(refs);
+    }
     absl::Notification finished;
     absl::Status result;
     std::shared_ptr<Request> req = Prepare(refs, [&](absl::Status s) {
@@ -99,8 +109,8 @@ class RowStoreImpl final : public RowStore {
 
   void ReadRowsAsync(std::span<const RowRef> refs,
                      std::function<void(absl::Status)> done) override {
-    if (refs.empty()) {
-      done(absl::OkStatus());
+    if (refs.empty() || mapped_ != nullptr) {
+      done(ReadRows(refs));
       return;
     }
     std::shared_ptr<Request> req = Prepare(refs, std::move(done));
@@ -110,6 +120,8 @@ class RowStoreImpl final : public RowStore {
   std::vector<std::pair<std::string, double>> Stats() const override;
 
  private:
+  // INVALID_ARGUMENT naming the first ref that is not a row of this shard.
+  absl::Status CheckRefs(std::span<const RowRef> refs) const;
   // Validates and sorts refs. On a bad ref calls done and returns null.
   std::shared_ptr<Request> Prepare(std::span<const RowRef> refs,
                                    std::function<void(absl::Status)> done);
@@ -132,26 +144,37 @@ class RowStoreImpl final : public RowStore {
   rocksdb::ReadOptions read_options_;
   size_t batch_;
 
+  const std::unique_ptr<MappedTail> mapped_;  // null: reads go through MultiGet
+  const std::string tail_access_;
+
   mutable absl::Mutex mu_;
   std::deque<std::shared_ptr<Request>> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
 };
 
+absl::Status RowStoreImpl::CheckRefs(std::span<const RowRef> refs) const {
+  for (const RowRef& r : refs) {
+    if (r.layer >= map_.layer_rows.size() || r.row >= map_.layer_rows[r.layer] ||
+        map_.ShardOf(r.row) != info_.shard_index) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "layer ", r.layer, " row ", r.row, " is not a row of shard ",
+          info_.shard_index, " of table ", map_.table));
+    }
+  }
+  return absl::OkStatus();
+}
+
 std::shared_ptr<Request> RowStoreImpl::Prepare(
     std::span<const RowRef> refs, std::function<void(absl::Status)> done) {
+  if (absl::Status s = CheckRefs(refs); !s.ok()) {
+    done(std::move(s));
+    return nullptr;
+  }
   auto req = std::make_shared<Request>();
   req->items.resize(refs.size());
   for (size_t i = 0; i < refs.size(); ++i) {
-    const RowRef& r = refs[i];
-    if (r.layer >= map_.layer_rows.size() || r.row >= map_.layer_rows[r.layer] ||
-        map_.ShardOf(r.row) != info_.shard_index) {
-      done(absl::InvalidArgumentError(absl::StrCat(
-          "layer ", r.layer, " row ", r.row, " is not a row of shard ",
-          info_.shard_index, " of table ", map_.table)));
-      return nullptr;
-    }
-    req->items[i] = {ShardKey(r.layer, r.row), r.dst};
+    req->items[i] = {ShardKey(refs[i].layer, refs[i].row), refs[i].dst};
   }
   std::sort(req->items.begin(), req->items.end(),
             [](const Request::Item& a, const Request::Item& b) {
@@ -283,6 +306,11 @@ std::vector<std::pair<std::string, double>> RowStoreImpl::Stats() const {
          {rocksdb::LAST_LEVEL_READ_BYTES, rocksdb::NON_LAST_LEVEL_READ_BYTES});
   ticker("rocksdb_block_checksums", {rocksdb::BLOCK_CHECKSUM_COMPUTE_COUNT});
   ticker("rocksdb_block_cache_hits", {rocksdb::BLOCK_CACHE_HIT});
+  if (mapped_ != nullptr) {
+    out.emplace_back("tail_mapped_rows", static_cast<double>(mapped_->rows()));
+    out.emplace_back("tail_mapped_bytes", static_cast<double>(mapped_->mapped_bytes()));
+    out.emplace_back("tail_index_memory_bytes", static_cast<double>(mapped_->index_bytes()));
+  }
   return out;
 }
 
@@ -391,9 +419,25 @@ absl::StatusOr<std::unique_ptr<RowStore>> RowStore::Open(
     for (rocksdb::ColumnFamilyHandle* h : handles) db->DestroyColumnFamilyHandle(h);
     return st;
   }
+  std::unique_ptr<MappedTail> mapped;
+  std::string access = absl::StrCat("MultiGet on ", std::max(1, options.reader_threads),
+                                    " reader threads");
+  if (cuckoo && options.map_cuckoo_tail) {
+    absl::StatusOr<std::unique_ptr<MappedTail>> m =
+        MappedTail::Build(*db, handles.back(), db_dir, *map, info->shard_index);
+    if (m.ok()) {
+      mapped = *std::move(m);
+      access = absl::StrCat("mapped: ", mapped->rows(), " rows in ",
+                            mapped->mapped_bytes() >> 20, " MiB of table files, ",
+                            mapped->index_bytes() >> 20, " MiB of index");
+    } else {
+      absl::StrAppend(&access, " (", m.status().message(), ")");
+    }
+  }
   return std::unique_ptr<RowStore>(
       new RowStoreImpl(std::move(db), std::move(handles), std::move(db_options),
-                       *std::move(map), *std::move(info), options));
+                       *std::move(map), *std::move(info), options, std::move(mapped),
+                       std::move(access)));
 }
 
 }  // namespace engram

@@ -40,6 +40,13 @@ struct RowStoreOptions {
   int multiget_batch = 16;
   // RocksDB block cache; 0 = none (the hot tier is our cache).
   size_t block_cache_bytes = 0;
+  // Cuckoo tails only: at open, learn where each row sits in the SST files
+  // (one scan, 8 bytes of index a row) and from then on read rows straight
+  // from those files, on the calling thread, instead of through MultiGet
+  // on reader threads (shard/mapped_tail.h; ~10x less time a row). When
+  // the tail cannot be addressed this way Open still succeeds, reading
+  // through MultiGet, and tail_access() says why.
+  bool map_cuckoo_tail = true;
 };
 
 // One row to read: where to put its bytes (row_bytes of its layer).
@@ -64,6 +71,14 @@ class RowStore {
   virtual const ShardMap& shard_map() const = 0;
   virtual uint32_t shard_index() const = 0;
 
+  // How tail rows are read, for the start-up log: "MultiGet on N reader
+  // threads", or "mapped: ..." (with the reason when mapping was wanted but
+  // failed).
+  virtual std::string tail_access() const = 0;
+  // True when tail rows are read from mapped table files (map_cuckoo_tail
+  // took effect).
+  virtual bool tail_mapped() const = 0;
+
   // Reads every ref (callers validate that each row belongs to this shard
   // and its layer exists; a ref that does not is INVALID_ARGUMENT, checked
   // before any read). A missing key, a wrong-size value or a block (or
@@ -73,7 +88,8 @@ class RowStore {
   virtual absl::Status ReadRows(std::span<const RowRef> refs) = 0;
   // The same, without blocking: `done` runs once, on a reader thread, after
   // every ref is written (inline, before returning, for an empty or invalid
-  // request). REQUIRES: destinations outlive the call of `done`; `refs`
+  // request, and for a mapped cuckoo tail, whose reads are copies from
+  // memory). REQUIRES: destinations outlive the call of `done`; `refs`
   // itself is copied before returning.
   virtual void ReadRowsAsync(std::span<const RowRef> refs,
                              std::function<void(absl::Status)> done) = 0;
@@ -83,7 +99,8 @@ class RowStore {
   // rocksdb_sst_bytes, rocksdb_keys, and cumulative counters
   // rocksdb_multiget_calls, _keys, _bytes, rocksdb_file_reads,
   // rocksdb_file_read_bytes (SST reads), rocksdb_block_checksums (blocks
-  // verified) and rocksdb_block_cache_hits.
+  // verified) and rocksdb_block_cache_hits; and for a mapped cuckoo tail
+  // tail_mapped_rows, tail_mapped_bytes and tail_index_memory_bytes.
   virtual std::vector<std::pair<std::string, double>> Stats() const = 0;
 };
 

@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/synchronization/notification.h"
@@ -106,17 +107,57 @@ TableReader* RowStoreTest::table_ = nullptr;
 
 TEST_F(RowStoreTest, ReadsEveryRowOfEveryShardInAnyOrder) {
   for (TailFormat format : {TailFormat::kBlock, TailFormat::kCuckoo}) {
-    for (uint32_t i = 0; i < kShards; ++i) {
-      std::unique_ptr<RowStore> store = Open(ShardDir(i, format));
-      ASSERT_NE(store, nullptr);
-      EXPECT_EQ(store->shard_index(), i);
-      EXPECT_EQ(store->shard_map().n_shards, kShards);
-      std::vector<uint8_t> got, want;
-      std::vector<RowRef> refs = Refs(ShuffledRows(i, i), &got, &want);
-      ASSERT_TRUE(store->ReadRows(refs).ok());
-      EXPECT_EQ(got, want) << TailFormatName(format) << " shard " << i;
+    for (bool map : {true, false}) {
+      if (format == TailFormat::kBlock && !map) continue;  // nothing to map
+      for (uint32_t i = 0; i < kShards; ++i) {
+        std::unique_ptr<RowStore> store =
+            Open(ShardDir(i, format), {.reader_threads = 4, .map_cuckoo_tail = map});
+        ASSERT_NE(store, nullptr);
+        EXPECT_EQ(store->shard_index(), i);
+        EXPECT_EQ(store->shard_map().n_shards, kShards);
+        // Only a cuckoo tail is read from its mapped files, and only when asked.
+        EXPECT_EQ(store->tail_mapped(), format == TailFormat::kCuckoo && map)
+            << store->tail_access();
+        std::vector<uint8_t> got, want;
+        std::vector<RowRef> refs = Refs(ShuffledRows(i, i), &got, &want);
+        ASSERT_TRUE(store->ReadRows(refs).ok());
+        EXPECT_EQ(got, want) << TailFormatName(format) << " shard " << i << " mapped " << map;
+      }
     }
   }
+}
+
+TEST_F(RowStoreTest, MappedCuckooTailReadsInlineWithoutRocksDb) {
+  std::unique_ptr<RowStore> store = Open(ShardDir(1, TailFormat::kCuckoo));
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->tail_mapped());
+  EXPECT_TRUE(absl::StartsWith(store->tail_access(), "mapped: ")) << store->tail_access();
+  std::vector<uint8_t> got, want;
+  std::vector<RowRef> refs = Refs(ShuffledRows(1, 9), &got, &want);
+  // The completion runs before ReadRowsAsync returns: the reads are copies.
+  bool called = false;
+  absl::Status status = absl::UnknownError("not called");
+  store->ReadRowsAsync(refs, [&](absl::Status s) {
+    called = true;
+    status = std::move(s);
+  });
+  ASSERT_TRUE(called);
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(got, want);
+  std::map<std::string, double> stats;
+  for (const auto& [k, v] : store->Stats()) stats[k] = v;
+  uint64_t owned = 0;
+  for (uint32_t l = 0; l < store->shard_map().layer_rows.size(); ++l) {
+    owned += store->shard_map().RowsOnShard(l, 1);
+  }
+  EXPECT_EQ(stats["tail_mapped_rows"], static_cast<double>(owned));
+  EXPECT_EQ(stats["tail_index_memory_bytes"], static_cast<double>(owned * sizeof(void*)));
+  EXPECT_GT(stats["tail_mapped_bytes"], 0);
+  EXPECT_EQ(stats["rocksdb_multiget_keys"], 0);  // nothing went through RocksDB
+  // Bad refs are still refused before anything is read.
+  uint8_t buf[66];
+  const RowRef other[] = {{0, 2, buf}};
+  EXPECT_EQ(store->ReadRows(other).code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(RowStoreTest, CuckooTailIsReadThroughMmapOnly) {
@@ -154,19 +195,24 @@ TEST_F(RowStoreTest, CuckooRowChecksumCatchesADamagedRow) {
     flipped = true;
   }
   ASSERT_TRUE(flipped);
-  std::unique_ptr<RowStore> store = Open(dir);
-  ASSERT_NE(store, nullptr);
-  std::vector<uint8_t> got(rb), want(rb);
-  const RowRef damaged[] = {{0, 4, got.data()}};
-  absl::Status s = store->ReadRows(damaged);
-  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
-  EXPECT_NE(s.message().find("layer 0 row 4 fails its row checksum"), std::string::npos) << s;
-  // Its neighbours are intact.
-  for (uint64_t r : {1, 7, 10}) {
-    const RowRef ok[] = {{0, r, got.data()}};
-    ASSERT_TRUE(store->ReadRows(ok).ok()) << r;
-    ASSERT_TRUE(table_->ReadRow(0, r, want.data()).ok());
-    EXPECT_EQ(got, want) << r;
+  // Read from the mapped files and through RocksDB alike.
+  for (bool map : {true, false}) {
+    std::unique_ptr<RowStore> store = Open(dir, {.reader_threads = 2, .map_cuckoo_tail = map});
+    ASSERT_NE(store, nullptr);
+    ASSERT_EQ(store->tail_mapped(), map);
+    std::vector<uint8_t> got(rb), want(rb);
+    const RowRef damaged[] = {{0, 1, got.data()}, {0, 4, got.data()}};
+    absl::Status s = store->ReadRows(damaged);
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+    EXPECT_NE(s.message().find("layer 0 row 4 fails its row checksum"), std::string::npos)
+        << s;
+    // Its neighbours are intact.
+    for (uint64_t r : {1, 7, 10}) {
+      const RowRef ok[] = {{0, r, got.data()}};
+      ASSERT_TRUE(store->ReadRows(ok).ok()) << r;
+      ASSERT_TRUE(table_->ReadRow(0, r, want.data()).ok());
+      EXPECT_EQ(got, want) << r;
+    }
   }
 }
 
@@ -207,37 +253,40 @@ TEST_F(RowStoreTest, DirectIoReadsTheSameBytes) {
 }
 
 TEST_F(RowStoreTest, ConcurrentAsyncAndBlockingReads) {
-  std::unique_ptr<RowStore> store = Open(ShardDir(0));
-  ASSERT_NE(store, nullptr);
-  std::vector<std::thread> threads;
-  std::atomic<int> failures{0};
-  for (int t = 0; t < 4; ++t) {
-    threads.emplace_back([&, t] {
-      for (int round = 0; round < 5; ++round) {
-        auto rows = ShuffledRows(0, 100 * t + round);
-        rows.resize(1 + (round * 997) % rows.size());
-        std::vector<uint8_t> got, want;
-        std::vector<RowRef> refs = Refs(rows, &got, &want);
-        absl::Status status;
-        if (round % 2 == 0) {
-          status = store->ReadRows(refs);
-        } else {
-          absl::Notification done;
-          std::atomic<int> calls{0};
-          store->ReadRowsAsync(refs, [&](absl::Status s) {
-            status = s;
-            ++calls;
-            done.Notify();
-          });
-          done.WaitForNotification();
-          if (calls != 1) ++failures;
+  for (TailFormat format : {TailFormat::kBlock, TailFormat::kCuckoo}) {
+    SCOPED_TRACE(TailFormatName(format));
+    std::unique_ptr<RowStore> store = Open(ShardDir(0, format));
+    ASSERT_NE(store, nullptr);
+    std::vector<std::thread> threads;
+    std::atomic<int> failures{0};
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&, t] {
+        for (int round = 0; round < 5; ++round) {
+          auto rows = ShuffledRows(0, 100 * t + round);
+          rows.resize(1 + (round * 997) % rows.size());
+          std::vector<uint8_t> got, want;
+          std::vector<RowRef> refs = Refs(rows, &got, &want);
+          absl::Status status;
+          if (round % 2 == 0) {
+            status = store->ReadRows(refs);
+          } else {
+            absl::Notification done;
+            std::atomic<int> calls{0};
+            store->ReadRowsAsync(refs, [&](absl::Status s) {
+              status = s;
+              ++calls;
+              done.Notify();
+            });
+            done.WaitForNotification();
+            if (calls != 1) ++failures;
+          }
+          if (!status.ok() || got != want) ++failures;
         }
-        if (!status.ok() || got != want) ++failures;
-      }
-    });
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    EXPECT_EQ(failures, 0);
   }
-  for (std::thread& t : threads) t.join();
-  EXPECT_EQ(failures, 0);
 }
 
 TEST_F(RowStoreTest, RefusesRowsOfOtherShards) {
