@@ -76,6 +76,10 @@ namespace {
 // A response larger than this is a broken stream, not a response.
 constexpr uint64_t kMaxResponseBytes = uint64_t{1} << 31;
 
+// The reader's longest poll: a call sent meanwhile with a later deadline
+// needs no wake-up, it is looked at when the poll returns.
+constexpr absl::Duration kMaxPoll = absl::Milliseconds(100);
+
 // The replica's address is not in the message: ShardRpc names it.
 absl::Status StreamError(absl::string_view why) {
   return absl::UnavailableError(absl::StrCat("row stream: ", why));
@@ -139,7 +143,7 @@ void StreamConnection::Send(StreamCall* call, const grpc::Slice& request, absl::
         break;
       case State::kConnecting:
       case State::kReady:
-        wake = outstanding_.empty();
+        wake = deadline < poll_until_;
         outstanding_.push_back(Outstanding{next_id_, call, deadline, request});
         if (++next_id_ == 0) next_id_ = 1;
         if (state_ == State::kReady) {
@@ -389,16 +393,16 @@ void StreamConnection::Run() {
 absl::Status StreamConnection::ReadLoop(int fd) {
   uint8_t head[stream::kHeaderBytes];
   for (;;) {
-    int timeout_ms = -1;
+    int timeout_ms;
     {
       absl::MutexLock lock(&mu_);
       if (state_ == State::kStopping) return absl::CancelledError("client closed");
-      if (!outstanding_.empty()) {
-        absl::Time earliest = absl::InfiniteFuture();
-        for (const Outstanding& o : outstanding_) earliest = std::min(earliest, o.deadline);
-        timeout_ms = static_cast<int>(std::clamp<int64_t>(
-            absl::ToInt64Milliseconds(earliest - absl::Now()) + 1, 0, 1000));
-      }
+      const absl::Time now = absl::Now();
+      poll_until_ = now + kMaxPoll;
+      for (const Outstanding& o : outstanding_) poll_until_ = std::min(poll_until_, o.deadline);
+      timeout_ms = static_cast<int>(std::clamp<int64_t>(
+          absl::ToInt64Milliseconds(poll_until_ - now) + 1, 0,
+          absl::ToInt64Milliseconds(kMaxPoll) + 1));
     }
     pollfd p[2] = {{fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
     if (::poll(p, 2, timeout_ms) < 0 && errno != EINTR) {
@@ -411,6 +415,7 @@ absl::Status StreamConnection::ReadLoop(int fd) {
     std::vector<StreamCall*> expired;
     {
       absl::MutexLock lock(&mu_);
+      poll_until_ = absl::InfiniteFuture();
       expired = TakeExpiredLocked(absl::Now());
     }
     FailExpired(expired);

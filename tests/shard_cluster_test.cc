@@ -1,7 +1,8 @@
 // Three engram-shard processes serving a table imported with engramctl:
 // lookups routed by the shard map and compared byte for byte with the
-// table, a SIGTERM drain with calls in flight, /metrics through promtool,
-// and the daemon's errors for bad flags and data.
+// table, a SIGTERM drain with calls in flight, a stopped shard failing a
+// client's step at its deadline, /metrics through promtool, and the
+// daemon's errors for bad flags and data.
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -15,6 +16,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "client/engram_client.h"
 #include "common/table.h"
 #include "engram/v1/engram_store.grpc.pb.h"
 #include "grpcpp/generic/generic_stub.h"
@@ -246,6 +249,50 @@ TEST_F(ShardClusterTest, SigtermDrainsInFlightCalls) {
                                   request, &response, absl::Seconds(2))
                 .error_code(),
             grpc::StatusCode::UNAVAILABLE);
+}
+
+// A shard that stops answering (SIGSTOP) fails a client's step with
+// DEADLINE_EXCEEDED naming it once the RPC deadline has passed, over the row
+// stream (whose reader is not woken for a call due after its current poll
+// ends: it looks at the call when that poll returns, at most 100 ms later);
+// after SIGCONT the shard serves the next step.
+TEST_F(ShardClusterTest, AStoppedShardFailsTheStepAtTheDeadline) {
+  ClientOptions o;
+  o.table_dir = root_->path() + "/table";
+  o.shard_map_path = ShardDir(0) + "/shard_map.json";
+  for (const ShardProcess& s : shards_) {
+    o.shard_addresses.push_back({absl::StrCat("127.0.0.1:", s.port)});
+  }
+  constexpr absl::Duration kDeadline = absl::Milliseconds(300);
+  o.rpc_deadline = kDeadline;
+  absl::StatusOr<std::unique_ptr<EngramClient>> client = EngramClient::Create(o);
+  ASSERT_TRUE(client.ok()) << client.status();
+  std::vector<int64_t> tokens(16);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int64_t>(7 * i + 1);
+  const std::vector<int64_t> starts = {0};
+  auto run_step = [&](absl::Duration* took) {
+    std::unique_ptr<Sequence> seq = (*client)->NewSequence();
+    Sequence* ptr = seq.get();
+    const absl::Time start = absl::Now();
+    absl::StatusOr<Step> step = (*client)->Prefetch(
+        {std::span(&ptr, 1), starts, static_cast<int64_t>(tokens.size()), tokens, {}});
+    if (!step.ok()) return step.status();
+    absl::Status s = step->WaitArrived(0);
+    *took = absl::Now() - start;
+    return s;
+  };
+  absl::Duration took;
+  ASSERT_TRUE(run_step(&took).ok());
+  ASSERT_GT((*client)->stats().stream_answers, 0u) << "the shards' row streams were not used";
+
+  shards_[1].process->Signal(SIGSTOP);
+  const absl::Status s = run_step(&took);
+  shards_[1].process->Signal(SIGCONT);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_NE(s.message().find("shard 1"), std::string::npos) << s;
+  EXPECT_GE(took, kDeadline);
+  EXPECT_LT(took, kDeadline + absl::Seconds(2)) << "the deadline was not enforced";
+  EXPECT_TRUE(run_step(&took).ok());
 }
 
 // Bad flags exit 2 and bad data or a taken port exit 1, each with a line on
