@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "rocksdb/db.h"
 #include "shard/shard_format.h"
@@ -42,11 +43,16 @@ std::vector<MapsEntry> FileMappingsIn(const std::string& dir) {
       continue;
     }
     MapsEntry e;
+    uint64_t start = 0, end = 0;
     const size_t dash = range.find('-');
-    if (dash == std::string::npos) continue;
-    e.start = std::stoull(range.substr(0, dash), nullptr, 16);
-    e.end = std::stoull(range.substr(dash + 1), nullptr, 16);
-    e.offset = std::stoull(offset, nullptr, 16);
+    if (dash == std::string::npos ||
+        !absl::SimpleHexAtoi(absl::string_view(range).substr(0, dash), &start) ||
+        !absl::SimpleHexAtoi(absl::string_view(range).substr(dash + 1), &end) ||
+        !absl::SimpleHexAtoi(offset, &e.offset)) {
+      continue;  // not a line of the documented form: not used
+    }
+    e.start = static_cast<uintptr_t>(start);
+    e.end = static_cast<uintptr_t>(end);
     e.path = std::move(path);
     out.push_back(std::move(e));
   }
