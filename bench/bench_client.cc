@@ -320,10 +320,9 @@ int Run() {
                                              : " (read by RocksDB MultiGet)");
   report.http2_bdp_probe = absl::GetFlag(FLAGS_http2_bdp_probe);
   report.transport = absl::GetFlag(FLAGS_transport);
-  report.hot_cache_share =
-      absl::GetFlag(FLAGS_hot_cache_share) >= 0 ? absl::GetFlag(FLAGS_hot_cache_share)
-      : mapped                                  ? 0
-                                                : static_cast<int>(kHotTierCacheSharePercent);
+  report.hot_cache_share = absl::GetFlag(FLAGS_hot_cache_share) >= 0
+                               ? absl::GetFlag(FLAGS_hot_cache_share)
+                               : static_cast<int>(DefaultCacheSharePercent(mapped));
   report.layer_blocks = env->table->manifest().layout.engram_layer_ids;
   report.blocks = absl::GetFlag(FLAGS_blocks);
   report.batch = absl::GetFlag(FLAGS_batch);

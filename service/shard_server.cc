@@ -202,7 +202,7 @@ absl::Status ShardServer::OpenData(const ShardServerOptions& options) {
   tier_options.cache_share_percent =
       options.hot_cache_share_percent >= 0
           ? static_cast<uint32_t>(options.hot_cache_share_percent)
-          : (store_->tail_mapped() ? 0 : kHotTierCacheSharePercent);
+          : DefaultCacheSharePercent(store_->tail_mapped());
   // Rows are spread evenly over the shards (row % n_shards), so this
   // shard's share of the workers' cache is its profile's head.
   tier_options.skip_profile_bytes =

@@ -85,10 +85,9 @@ struct ShardServerOptions {
   uint64_t worker_cache_bytes = 0;
   // With a hot-row profile, the share of ram_budget_bytes (percent, 0-100)
   // kept for the admission cache; the rest is pinned from the profile
-  // (HotTierOptions::cache_share_percent). -1 = 0 when the tail is mapped
-  // (map_cuckoo_tail: a row the profile missed then costs a copy from the
-  // page cache, as a cached one would, so admission is pure overhead),
-  // kHotTierCacheSharePercent otherwise.
+  // (HotTierOptions::cache_share_percent). -1 = DefaultCacheSharePercent:
+  // 0 when the tail is mapped (map_cuckoo_tail), else
+  // kHotTierCacheSharePercent.
   int hot_cache_share_percent = -1;
   // Read a cuckoo tail straight from its mapped table files
   // (RowStoreOptions::map_cuckoo_tail).

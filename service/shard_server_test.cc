@@ -38,12 +38,11 @@ class ShardServerTest : public ::testing::Test {
   static void SetUpTestSuite() {
     root_ = new testing::TempDir("shard_server_test");
     const std::string table_dir = root_->path() + "/table";
-    absl::StatusOr<ShardMap> map = testing::MakeSmallShardedTable(table_dir, kShards, ShardDir);
-    ASSERT_TRUE(map.ok()) << map.status();
-    map_ = new ShardMap(*std::move(map));
-    auto reader = TableReader::Open(table_dir);
-    ASSERT_TRUE(reader.ok()) << reader.status();
-    table_ = reader->release();
+    absl::StatusOr<testing::SmallShardedTable> t =
+        testing::MakeSmallShardedTable(table_dir, kShards, ShardDir);
+    ASSERT_TRUE(t.ok()) << t.status();
+    map_ = new ShardMap(std::move(t->map));
+    table_ = t->table.release();
   }
   static void TearDownTestSuite() {
     delete table_;

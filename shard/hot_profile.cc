@@ -87,8 +87,7 @@ absl::StatusOr<std::vector<HotProfileEntry>> ProfileTrace(
   std::vector<HotProfileEntry> out;
   out.reserve(counts.size());
   for (const auto& [key, count] : counts) {
-    out.push_back({static_cast<uint32_t>(key >> 48), key & (kMaxShardRowId - 1),
-                   count});
+    out.push_back({ShardKeyLayer(key), ShardKeyRow(key), count});
   }
   std::sort(out.begin(), out.end(), FileOrder);
   return out;

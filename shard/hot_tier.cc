@@ -51,8 +51,7 @@ class HotTierImpl final : public HotTier {
       refs.clear();
       const size_t end = std::min(keys.size(), first + kLoadBatch);
       for (size_t i = first; i < end; ++i) {
-        refs.push_back({static_cast<uint32_t>(keys[i] >> 48),
-                        keys[i] & (kMaxShardRowId - 1),
+        refs.push_back({ShardKeyLayer(keys[i]), ShardKeyRow(keys[i]),
                         arena_.data() + i * stride_});
       }
       if (auto s = store.ReadRows(refs); !s.ok()) return s;

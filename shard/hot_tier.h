@@ -22,6 +22,13 @@ namespace engram {
 
 // HotTierOptions::cache_share_percent's default.
 inline constexpr uint32_t kHotTierCacheSharePercent = 20;
+// The share a shard server uses when none is given: 0 when its RowStore
+// reads the tail from mapped files (a row the profile missed is then a copy
+// from the page cache either way, so admission only adds work),
+// kHotTierCacheSharePercent otherwise.
+inline uint32_t DefaultCacheSharePercent(bool tail_mapped) {
+  return tail_mapped ? 0 : kHotTierCacheSharePercent;
+}
 
 struct HotTierOptions {
   // Total RAM for rows (pinned + admission cache), in bytes. 0 = no hot tier.

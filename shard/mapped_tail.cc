@@ -83,6 +83,26 @@ absl::Status Unaddressable(const std::string& what) {
 
 }  // namespace
 
+// All of `path`, read-only, its page tables filled now (MAP_POPULATE), so
+// that reads take no page faults while the page cache holds the file.
+absl::StatusOr<MappedTail::Mapping> MappedTail::MapFile(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  struct stat st {};
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    const int err = errno;
+    if (fd >= 0) close(fd);
+    return Unaddressable(absl::StrCat(path, ": ", std::strerror(err)));
+  }
+  const size_t size = static_cast<size_t>(st.st_size);
+  void* base = mmap(nullptr, size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
+  const int err = errno;
+  close(fd);
+  if (base == MAP_FAILED) {
+    return Unaddressable(absl::StrCat("mmap ", path, ": ", std::strerror(err)));
+  }
+  return Mapping{base, size};
+}
+
 MappedTail::MappedTail(const ShardMap& map, uint32_t shard_index)
     : shards_(map.n_shards), shard_index_(shard_index), row_bytes_(map.row_bytes) {
   addr_.resize(map.layer_rows.size());
@@ -119,8 +139,8 @@ absl::StatusOr<std::unique_ptr<MappedTail>> MappedTail::Build(
       return Unaddressable(absl::StrCat("a key of ", k.size(), " bytes"));
     }
     const uint64_t key = DecodeShardKey(k.data());
-    const uint32_t layer = static_cast<uint32_t>(key >> 48);
-    const uint64_t row = key & (kMaxShardRowId - 1);
+    const uint32_t layer = ShardKeyLayer(key);
+    const uint64_t row = ShardKeyRow(key);
     uint64_t slot = 0, owner = 0;
     tail->shards_.DivMod(row, &slot, &owner);
     if (layer >= tail->addr_.size() || owner != shard_index ||
@@ -146,21 +166,10 @@ absl::StatusOr<std::unique_ptr<MappedTail>> MappedTail::Build(
     last = e;
     auto [pos, fresh] = ours.try_emplace(e->path, tail->mappings_.size());
     if (fresh) {
-      const int fd = open(e->path.c_str(), O_RDONLY | O_CLOEXEC);
-      struct stat st {};
-      if (fd < 0 || fstat(fd, &st) != 0) {
-        const int err = errno;
-        if (fd >= 0) close(fd);
-        return Unaddressable(absl::StrCat(e->path, ": ", std::strerror(err)));
-      }
-      void* base = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
-      const int err = errno;
-      close(fd);
-      if (base == MAP_FAILED) {
-        return Unaddressable(absl::StrCat("mmap ", e->path, ": ", std::strerror(err)));
-      }
-      tail->mappings_.push_back({base, static_cast<size_t>(st.st_size)});
-      tail->mapped_bytes_ += static_cast<uint64_t>(st.st_size);
+      absl::StatusOr<Mapping> m = MapFile(e->path);
+      if (!m.ok()) return m.status();
+      tail->mappings_.push_back(*m);
+      tail->mapped_bytes_ += m->size;
     }
     const Mapping& m = tail->mappings_[pos->second];
     const uint64_t at = e->offset + (reinterpret_cast<uintptr_t>(v.data()) - e->start);
@@ -214,9 +223,8 @@ absl::Status MappedTail::Read(std::span<const RowRef> refs) const {
       const RowRef& r = group[i];
       const uint32_t rb = row_bytes_[r.layer];
       if (!CuckooValueIntact(ShardKey(r.layer, r.row), src[i], rb)) {
-        return absl::DataLossError(absl::StrCat(
-            "shard ", shard_index_, ": layer ", r.layer, " row ", r.row,
-            " fails its row checksum (the table file is damaged)"));
+        return absl::DataLossError(absl::StrCat("shard ", shard_index_, ": layer ", r.layer,
+                                                " row ", r.row, " ", kRowChecksumFailure));
       }
     }
   }

@@ -75,6 +75,7 @@ class MappedTail {
     size_t size = 0;
   };
   MappedTail(const ShardMap& map, uint32_t shard_index);
+  static absl::StatusOr<Mapping> MapFile(const std::string& path);
 
   FastModulo shards_;
   uint32_t shard_index_;

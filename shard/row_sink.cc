@@ -119,7 +119,7 @@ class CuckooSink final : public RowSink {
 
   absl::Status PutRow(uint64_t key, const uint8_t* row, size_t n) override {
     // A table holds one value size: each layer starts a table of its own.
-    const uint64_t layer = key >> 48;
+    const uint64_t layer = ShardKeyLayer(key);
     if (rows_ > 0 && layer != layer_) {
       if (auto s = Flush(handles_[1]); !s.ok()) return s;
     }

@@ -248,8 +248,8 @@ absl::Status RowStoreImpl::ReadChunk(Request& req, size_t begin, size_t end,
   absl::Status first_error;
   for (size_t i = 0; i < n; ++i) {
     const Request::Item& item = req.items[begin + i];
-    const uint32_t layer = static_cast<uint32_t>(item.key >> 48);
-    const uint64_t row = item.key & (kMaxShardRowId - 1);
+    const uint32_t layer = ShardKeyLayer(item.key);
+    const uint64_t row = ShardKeyRow(item.key);
     const rocksdb::Status& st = scratch.statuses[i];
     rocksdb::PinnableSlice& v = scratch.values[i];
     const uint32_t rb = map_.row_bytes[layer];
@@ -261,7 +261,7 @@ absl::Status RowStoreImpl::ReadChunk(Request& req, size_t begin, size_t end,
     } else if (first_error.ok()) {
       std::string what;
       if (st.ok() && v.size() == want) {
-        what = "fails its row checksum (the table file is damaged)";
+        what = kRowChecksumFailure;
       } else if (st.ok()) {
         what = absl::StrCat("holds ", v.size(), " bytes, expected ", want);
       } else if (st.IsNotFound()) {

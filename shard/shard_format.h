@@ -62,6 +62,10 @@ uint32_t RowChecksum(uint64_t key, const uint8_t* row, size_t n);
 // at value).
 void EncodeCuckooValue(uint64_t key, const uint8_t* row, size_t n, std::string* value);
 bool CuckooValueIntact(uint64_t key, const char* value, size_t n);
+// How a read names a row whose RowChecksum fails ("shard S: layer L row R "
+// then this), through RocksDB or a mapped tail alike.
+inline constexpr char kRowChecksumFailure[] =
+    "fails its row checksum (the table file is damaged)";
 
 // What one shard directory holds. A plain value type.
 struct ShardInfo {

@@ -32,6 +32,9 @@ inline constexpr size_t kShardKeyBytes = 8;
 inline uint64_t ShardKey(uint32_t layer, uint64_t row) {
   return uint64_t{layer} << 48 | row;
 }
+// The layer and the row of a ShardKey.
+inline uint32_t ShardKeyLayer(uint64_t key) { return static_cast<uint32_t>(key >> 48); }
+inline uint64_t ShardKeyRow(uint64_t key) { return key & (kMaxShardRowId - 1); }
 inline void EncodeShardKey(uint64_t key, char* out) {
   for (int i = 7; i >= 0; --i, key >>= 8) out[i] = static_cast<char>(key & 0xff);
 }

@@ -28,7 +28,7 @@ extern char** environ;
 
 namespace engram::testing {
 
-absl::StatusOr<ShardMap> MakeSmallShardedTable(
+absl::StatusOr<SmallShardedTable> MakeSmallShardedTable(
     const std::string& table_dir, uint32_t n_shards,
     const std::function<std::string(uint32_t)>& shard_dir) {
   GenTableOptions gen;
@@ -49,7 +49,9 @@ absl::StatusOr<ShardMap> MakeSmallShardedTable(
     if (!result.ok()) return result.status();
     map = result->map;
   }
-  return map;
+  absl::StatusOr<std::unique_ptr<TableReader>> table = TableReader::Open(table_dir);
+  if (!table.ok()) return table.status();
+  return SmallShardedTable{std::move(map), *std::move(table)};
 }
 
 TempDir::TempDir(const std::string& prefix) {

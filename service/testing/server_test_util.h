@@ -43,10 +43,15 @@ inline constexpr int64_t kSmallVocab = 300;
 inline constexpr char kSmallTableName[] = "engram-test";
 inline constexpr uint64_t kSmallTableVersion = 3;
 
+// The small table, imported: the shard map the import wrote and a reader
+// of the table file (to check served rows against).
+struct SmallShardedTable {
+  ShardMap map;
+  std::unique_ptr<TableReader> table;
+};
 // Generates the small table into `table_dir` and imports it into
-// `n_shards` shard directories, shard i into shard_dir(i); the shard map
-// the import wrote.
-absl::StatusOr<ShardMap> MakeSmallShardedTable(
+// `n_shards` shard directories, shard i into shard_dir(i).
+absl::StatusOr<SmallShardedTable> MakeSmallShardedTable(
     const std::string& table_dir, uint32_t n_shards,
     const std::function<std::string(uint32_t)>& shard_dir);
 
