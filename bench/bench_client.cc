@@ -288,7 +288,7 @@ absl::StatusOr<std::vector<RunSpec>> Plan() {
 }
 
 int Run() {
-  InstallChildCleanup();
+  testing::InstallChildCleanup();
   absl::StatusOr<std::vector<RunSpec>> plan = Plan();
   if (!plan.ok()) return Fail(std::string(plan.status().message()));
   absl::StatusOr<Env> env = MakeEnv();

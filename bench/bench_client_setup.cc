@@ -8,7 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "common/table_gen.h"
 #include "service/testing/server_test_util.h"
-#include "shard/file_util.h"
+#include "common/file_util.h"
 #include "shard/importer.h"
 
 namespace engram::bench {

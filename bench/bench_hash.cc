@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "benchmark/benchmark.h"
-#include "client/engram_hash.h"
+#include "common/engram_hash.h"
 #include "common/table_gen.h"
 
 namespace {

@@ -1,15 +1,9 @@
 #include "bench/bench_shard_grpc.h"
 
-#include <signal.h>
-#include <unistd.h>
 
 #include <atomic>
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <utility>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -27,69 +21,31 @@ absl::Status FromGrpc(const grpc::Status& status) {
                       absl::StrCat("Lookup: ", status.error_message()));
 }
 
-// The number after `key` in `line` ("... on 127.0.0.1:PORT ..."), or -1.
-int NumberAfter(const std::string& line, const std::string& key) {
-  const size_t at = line.find(key);
-  if (at == std::string::npos) return -1;
-  size_t end = at + key.size();
-  while (end < line.size() && line[end] >= '0' && line[end] <= '9') ++end;
-  int value = -1;
-  if (!absl::SimpleAtoi(line.substr(at + key.size(), end - at - key.size()),
-                        &value)) {
-    return -1;
-  }
-  return value;
-}
-
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ShardDaemon>> ShardDaemon::Start(
     const ShardDaemonOptions& options, int n_layers) {
-  std::vector<std::string> argv = {
-      options.binary,
-      "--db", options.db_dir,
-      "--listen", "127.0.0.1:0",
-      "--metrics-port", "0",
-      "--ram-budget", absl::StrCat(options.ram_budget_bytes),
-      "--reader-threads", absl::StrCat(options.reader_threads),
-      "--drain-timeout", "2s",
-  };
-  if (options.direct_io) argv.push_back("--direct-io");
-  absl::StatusOr<std::unique_ptr<testing::ChildProcess>> child =
-      testing::ChildProcess::Spawn(argv);
-  if (!child.ok()) {
-    return absl::Status(child.status().code(),
-                        absl::StrCat(child.status().message(),
-                                     " (pass --shard-binary PATH)"));
+  testing::ShardProcess::Options o;
+  o.binary = options.binary;
+  o.db_dir = options.db_dir;
+  o.flags = {"--ram-budget", absl::StrCat(options.ram_budget_bytes),
+             "--reader-threads", absl::StrCat(options.reader_threads),
+             "--drain-timeout", "2s"};
+  if (options.direct_io) o.flags.push_back("--direct-io");
+  o.start_timeout = kStartTimeout;
+  absl::StatusOr<std::unique_ptr<testing::ShardProcess>> process =
+      testing::ShardProcess::Start(o);
+  if (absl::IsNotFound(process.status())) {
+    return absl::NotFoundError(
+        absl::StrCat(process.status().message(), " (pass --shard-binary PATH)"));
   }
-  std::unique_ptr<ShardDaemon> daemon(
-      new ShardDaemon(*std::move(child), n_layers));
-  // "engram-shard: serving shard 0/1 of T vV on 127.0.0.1:PORT (metrics :M)"
-  absl::StatusOr<std::string> line = daemon->child_->ReadLine(kStartTimeout);
-  if (!line.ok()) {
-    daemon->child_->Signal(SIGKILL);  // it may be stuck before serving
-    return absl::UnavailableError(absl::StrCat(
-        options.binary, " did not start serving: ", line.status().message(),
-        " (its stderr above says why)"));
-  }
-  daemon->port_ = NumberAfter(*line, "127.0.0.1:");
-  daemon->metrics_port_ = NumberAfter(*line, "(metrics :");
-  if (daemon->port_ <= 0 || daemon->metrics_port_ <= 0) {
-    daemon->child_->Signal(SIGKILL);
-    return absl::InternalError(
-        absl::StrCat("unexpected first line from engram-shard: ", *line));
-  }
-  return daemon;
-}
-
-ShardDaemon::~ShardDaemon() {
-  child_->Signal(SIGTERM);
-  child_->Wait();
+  if (!process.ok()) return process.status();
+  return std::unique_ptr<ShardDaemon>(new ShardDaemon(*std::move(process), n_layers));
 }
 
 absl::StatusOr<ServerCounters> ShardDaemon::Counters() const {
-  absl::StatusOr<std::string> page = testing::HttpGet(metrics_port_, "/metrics");
+  absl::StatusOr<std::string> page =
+      testing::HttpGet(process_->metrics_port(), "/metrics");
   if (!page.ok()) return page.status();
   auto value = [&page](const std::string& metric) {
     return testing::MetricValue(*page, metric).value_or(0);
@@ -108,7 +64,7 @@ absl::StatusOr<ServerCounters> ShardDaemon::Counters() const {
       "engram_shard_request_duration_seconds_count{method=\"Lookup\"}");
   c.handler_seconds =
       value("engram_shard_request_duration_seconds_sum{method=\"Lookup\"}");
-  c.cpu_seconds = ProcessCpuSeconds(child_->pid());
+  c.cpu_seconds = ProcessCpuSeconds(process_->pid());
   return c;
 }
 

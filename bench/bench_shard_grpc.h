@@ -20,7 +20,8 @@
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "service/testing/server_test_util.h"
-#include "service/wire.h"
+#include "service/testing/shard_process.h"
+#include "proto/wire.h"
 
 namespace engram::bench {
 
@@ -32,31 +33,28 @@ struct ShardDaemonOptions {
   int reader_threads = 32;        // --reader-threads
 };
 
-// One engram-shard process serving on 127.0.0.1 (free ports for gRPC and
-// /metrics). Start() returns once it serves. The destructor sends SIGTERM
-// and waits for the exit. Not thread-safe.
+// One engram-shard process serving on 127.0.0.1 (a testing::ShardProcess)
+// and what engram-bench-shard reads from it. Start() returns once it
+// serves; the destructor stops it. Not thread-safe.
 class ShardDaemon {
  public:
   static absl::StatusOr<std::unique_ptr<ShardDaemon>> Start(
       const ShardDaemonOptions& options, int n_layers);
-  ~ShardDaemon();
   ShardDaemon(const ShardDaemon&) = delete;
   ShardDaemon& operator=(const ShardDaemon&) = delete;
 
-  int port() const { return port_; }
-  pid_t pid() const { return child_->pid(); }
+  int port() const { return process_->port(); }
+  pid_t pid() const { return process_->pid(); }
   // Rows by tier, RocksDB block reads and Lookup handler time, scraped
   // from /metrics; CPU time from /proc/PID/stat.
   absl::StatusOr<ServerCounters> Counters() const;
 
  private:
-  ShardDaemon(std::unique_ptr<testing::ChildProcess> child, int n_layers)
-      : child_(std::move(child)), n_layers_(n_layers) {}
+  ShardDaemon(std::unique_ptr<testing::ShardProcess> process, int n_layers)
+      : process_(std::move(process)), n_layers_(n_layers) {}
 
-  std::unique_ptr<testing::ChildProcess> child_;
+  std::unique_ptr<testing::ShardProcess> process_;
   int n_layers_;
-  int port_ = 0;
-  int metrics_port_ = 0;
 };
 
 // A channel to 127.0.0.1:port of its own (not shared with other channels)

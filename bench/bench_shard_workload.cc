@@ -12,7 +12,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "client/engram_hash.h"
+#include "common/engram_hash.h"
 #include "shard/importer.h"
 
 namespace engram::bench {

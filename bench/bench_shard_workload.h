@@ -18,7 +18,7 @@
 #include "common/huge_buffer.h"
 #include "common/layout.h"
 #include "common/table_gen.h"
-#include "shard/shard_map.h"
+#include "common/shard_map.h"
 
 namespace engram::bench {
 

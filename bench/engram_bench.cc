@@ -368,7 +368,7 @@ int Fail(const absl::Status& s) {
 }
 
 int Run(int argc, char** argv) {
-  InstallChildCleanup();  // shard processes die with us; redis has PDEATHSIG
+  testing::InstallChildCleanup();  // shard processes die with us; redis has PDEATHSIG
   BenchEnv env;
   env.source_dir = ENGRAM_SOURCE_DIR;
   std::error_code ec;

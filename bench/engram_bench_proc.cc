@@ -26,7 +26,6 @@
 
 namespace engram::bench {
 
-
 double SelfCpuSeconds() {
   rusage usage{};
   ::getrusage(RUSAGE_SELF, &usage);
@@ -97,60 +96,6 @@ absl::StatusOr<int> FreeLoopbackPort() {
   ::close(fd);
   if (port <= 0) return absl::InternalError("no free port on 127.0.0.1");
   return port;
-}
-
-absl::StatusOr<pid_t> SpawnLinkedChild(const std::vector<std::string>& argv,
-                                       const std::string& log_path) {
-  if (argv.empty()) return absl::InvalidArgumentError("no command to start");
-  if (::access(argv[0].c_str(), X_OK) != 0) {
-    return absl::NotFoundError(absl::StrCat(argv[0], " is not an executable"));
-  }
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  const int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (log_fd < 0) return absl::InternalError(absl::StrCat("cannot write ", log_path));
-  const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    // Only async-signal-safe calls until exec: other threads may hold locks.
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(127);  // the parent is already gone
-    ::dup2(null_fd, STDIN_FILENO);
-    ::dup2(log_fd, STDOUT_FILENO);
-    ::dup2(log_fd, STDERR_FILENO);
-    ::execv(args[0], args.data());
-    ::_exit(127);
-  }
-  ::close(log_fd);
-  if (null_fd >= 0) ::close(null_fd);
-  if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
-  return pid;
-}
-
-bool ChildRunning(pid_t pid) { return ::waitpid(pid, nullptr, WNOHANG) == 0; }
-
-void StopChild(pid_t pid, absl::Duration grace) {
-  ::kill(pid, SIGTERM);
-  const absl::Time deadline = absl::Now() + grace;
-  while (::waitpid(pid, nullptr, WNOHANG) == 0) {
-    if (absl::Now() > deadline) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, nullptr, 0);
-      return;
-    }
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-}
-
-std::string LastLineOf(const std::string& path) {
-  std::ifstream in(path);
-  std::string line, last;
-  while (std::getline(in, line)) {
-    if (!line.empty()) last = line;
-  }
-  return last.empty() ? "(empty)" : last;
 }
 
 }  // namespace engram::bench

@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "bench/engram_bench_systems.h"
 #include "bench/raw_disk.h"
-#include "shard/file_util.h"
+#include "common/file_util.h"
 
 namespace engram::bench {
 namespace {

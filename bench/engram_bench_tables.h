@@ -13,8 +13,8 @@
 #include "absl/status/statusor.h"
 #include "bench/bench_client_setup.h"
 #include "bench/bench_shard_workload.h"
-#include "client/engram_hash.h"
-#include "shard/shard_map.h"
+#include "common/engram_hash.h"
+#include "common/shard_map.h"
 #include "tools/demo/inference_loop.h"
 
 namespace engram::bench {

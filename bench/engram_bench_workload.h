@@ -19,7 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "bench/bench_shard_workload.h"
-#include "client/engram_hash.h"
+#include "common/engram_hash.h"
 #include "tools/demo/inference_loop.h"
 
 namespace engram::bench {

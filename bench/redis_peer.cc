@@ -55,31 +55,36 @@ absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(const RedisServe
   for (int attempt = 0; attempt < kStartAttempts; ++attempt) {
     absl::StatusOr<int> port = FreeLoopbackPort();
     if (!port.ok()) return port.status();
-    absl::StatusOr<pid_t> pid =
-        SpawnLinkedChild({o.binary, "--bind", "127.0.0.1", "--port", absl::StrCat(*port), "--save",
-                          "", "--appendonly", "no", "--dir", o.work_dir, "--daemonize", "no",
-                          "--logfile", "", "--databases", "1"},
-                         log);
-    if (!pid.ok()) {
-      return absl::Status(pid.status().code(),
-                          absl::StrCat(pid.status().message(),
+    testing::ChildOptions child_options;
+    child_options.pipe_stdout = false;
+    child_options.stdout_path = log;
+    child_options.stderr_path = log;
+    child_options.die_with_parent = true;
+    absl::StatusOr<std::unique_ptr<testing::ChildProcess>> child = testing::ChildProcess::Spawn(
+        {o.binary, "--bind", "127.0.0.1", "--port", absl::StrCat(*port), "--save", "",
+         "--appendonly", "no", "--dir", o.work_dir, "--daemonize", "no", "--logfile", "",
+         "--databases", "1"},
+        child_options);
+    if (!child.ok()) {
+      return absl::Status(child.status().code(),
+                          absl::StrCat(child.status().message(),
                                        " (install redis-server or pass --redis-server PATH)"));
     }
     const absl::Time deadline = absl::Now() + o.start_timeout;
-    while (ChildRunning(*pid) && absl::Now() < deadline) {
+    while ((*child)->Running() && absl::Now() < deadline) {
       if (AnswersPing(*port)) {
-        return std::unique_ptr<RedisServer>(new RedisServer(*pid, *port));
+        return std::unique_ptr<RedisServer>(new RedisServer(*std::move(child), *port));
       }
       absl::SleepFor(absl::Milliseconds(20));
     }
-    StopChild(*pid, absl::Seconds(2));
-    last_error = LastLineOf(log);
+    (*child)->Stop(absl::Seconds(2));
+    last_error = testing::LastLineOf(log);
   }
   return absl::UnavailableError(
       absl::StrCat(o.binary, " did not answer PING on 127.0.0.1: ", last_error));
 }
 
-RedisServer::~RedisServer() { StopChild(pid_, absl::Seconds(10)); }
+RedisServer::~RedisServer() { child_->Stop(absl::Seconds(10)); }
 
 absl::StatusOr<std::unique_ptr<RedisRowClient>> RedisRowClient::Connect(int port) {
   std::string error;

@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/testing/child_process.h"
 
 struct redisContext;
 
@@ -33,8 +34,9 @@ struct RedisServerOptions {
 
 // One redis-server started with --bind 127.0.0.1 --port P --save ""
 // --appendonly no. Start() returns once it answers PING. The process dies
-// with this one (see SpawnLinkedChild); the destructor sends SIGTERM and
-// reaps it (SIGKILL after 10 s). Not thread-safe.
+// with the thread that started it (ChildOptions::die_with_parent); the
+// destructor sends SIGTERM and reaps it (SIGKILL after 10 s). Not
+// thread-safe.
 class RedisServer {
  public:
   // NotFound without the binary; Unavailable (with the log's last line)
@@ -45,11 +47,12 @@ class RedisServer {
   RedisServer& operator=(const RedisServer&) = delete;
 
   int port() const { return port_; }
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return child_->pid(); }
 
  private:
-  RedisServer(pid_t pid, int port) : pid_(pid), port_(port) {}
-  pid_t pid_;
+  RedisServer(std::unique_ptr<testing::ChildProcess> child, int port)
+      : child_(std::move(child)), port_(port) {}
+  std::unique_ptr<testing::ChildProcess> child_;
   int port_;
 };
 

@@ -1,3 +1,5 @@
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "client/client_metrics.h"
 
 #include <string>
@@ -46,8 +48,11 @@ ClientMetrics::ClientMetrics(std::shared_ptr<metrics::Registry> registry, int n_
     shard_seconds_.push_back(&seconds.Add({{"shard", std::to_string(s)}}));
     shard_rpcs_.push_back(&count.Add({{"shard", std::to_string(s)}}));
   }
-  last_.shard_latency_sum_seconds.assign(static_cast<size_t>(n_shards), 0);
-  last_.shard_rpcs.assign(static_cast<size_t>(n_shards), 0);
+  {
+    absl::MutexLock l(&mu_);
+    last_.shard_latency_sum_seconds.assign(static_cast<size_t>(n_shards), 0);
+    last_.shard_rpcs.assign(static_cast<size_t>(n_shards), 0);
+  }
   callback_ = registry_->AddCollectCallback([this] { Refresh(); });
 }
 
@@ -55,7 +60,7 @@ ClientMetrics::~ClientMetrics() { registry_->RemoveCollectCallback(callback_); }
 
 void ClientMetrics::Refresh() {
   const ClientStats now = stats_();
-  std::lock_guard<std::mutex> l(mu_);
+  absl::MutexLock l(&mu_);
   Advance(steps_, now.steps, last_.steps);
   Advance(ids_, now.ids, last_.ids);
   Advance(unique_, now.unique_rows, last_.unique_rows);

@@ -7,9 +7,10 @@
 
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "client/engram_client.h"
 #include "common/metrics/counter.h"
 #include "common/metrics/registry.h"
@@ -30,8 +31,8 @@ class ClientMetrics {
   std::shared_ptr<metrics::Registry> registry_;
   std::function<ClientStats()> stats_;
   metrics::Registry::CollectCallbackId callback_ = 0;
-  std::mutex mu_;
-  ClientStats last_;
+  absl::Mutex mu_;  // Refresh() runs on scrape threads
+  ClientStats last_ ABSL_GUARDED_BY(mu_);
   metrics::Counter *steps_, *ids_, *unique_, *local_, *fetched_, *bytes_in_,
       *bytes_out_, *rpcs_, *retries_, *hedges_, *failed_, *stream_;
   std::vector<metrics::Counter*> shard_seconds_, shard_rpcs_;

@@ -4,13 +4,14 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "client/engram_client_impl.h"
 #include "client/local_cache.h"
 #include "client/step_state.h"
 #include "common/fast_mod.h"
 #include "common/table.h"
-#include "service/wire.h"
-#include "shard/shard_map.h"
+#include "proto/wire.h"
+#include "common/shard_map.h"
 
 namespace engram {
 
@@ -61,7 +62,7 @@ absl::Status DecodeChunk(const grpc::ByteBuffer& resp, uint64_t want,
 }  // namespace
 
 std::unique_ptr<StepState> EngramClient::Impl::TakeState() {
-  std::lock_guard<std::mutex> l(pool_mu);
+  absl::MutexLock l(&pool_mu);
   if (pool.empty()) {
     auto s = std::make_unique<StepState>();
     s->layers.resize(static_cast<size_t>(n_layers));
@@ -77,7 +78,7 @@ void EngramClient::Impl::ReturnState(std::unique_ptr<StepState> s) {
   s->rpcs.clear();
   for (size_t i = 0; i < s->chunks_used; ++i) s->chunks[i]->Clear();
   s->chunks_used = 0;
-  std::lock_guard<std::mutex> l(pool_mu);
+  absl::MutexLock l(&pool_mu);
   if (pool.size() < 64) pool.push_back(std::move(s));
 }
 
@@ -93,8 +94,47 @@ RpcPolicy EngramClient::Impl::Policy() const {
   return p;
 }
 
+absl::Status ClientOptions::Validate() const {
+  if (table_dir.empty()) {
+    return absl::InvalidArgumentError("no table directory given (ClientOptions::table_dir)");
+  }
+  for (size_t s = 0; s < shard_addresses.size(); ++s) {
+    if (shard_addresses[s].empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("shard ", s, " has no address"));
+    }
+  }
+  if (rpc_deadline <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rpc_deadline is ", absl::FormatDuration(rpc_deadline), "; it must be positive"));
+  }
+  if (max_rows_per_rpc == 0) {
+    return absl::InvalidArgumentError("max_rows_per_rpc must be positive");
+  }
+  if (channels_per_replica < 1 || channels_per_replica > 64) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "channels_per_replica = ", channels_per_replica, " is not in 1..64"));
+  }
+  if (hedge_delay < absl::ZeroDuration() || min_hedge_delay < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("hedge_delay and min_hedge_delay must not be negative");
+  }
+  if (max_reconnect_backoff <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("max_reconnect_backoff must be positive");
+  }
+  if (!http2_bdp_probe && http2_window_bytes < (64u << 10)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "http2_window_bytes is ", http2_window_bytes,
+        "; with http2_bdp_probe off it must be at least 65536 (HTTP/2's default)"));
+  }
+  if (sequence_capacity < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sequence_capacity = ", sequence_capacity, " is not positive"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<EngramClient>> EngramClient::Create(
     ClientOptions options) {
+  if (absl::Status s = options.Validate(); !s.ok()) return s;
   auto impl = std::make_unique<Impl>();
   absl::StatusOr<TableManifest> manifest = TableManifest::Load(options.table_dir);
   if (!manifest.ok()) return manifest.status();
@@ -127,14 +167,6 @@ absl::StatusOr<std::unique_ptr<EngramClient>> EngramClient::Create(
       return absl::InvalidArgumentError(absl::StrCat("shard ", s, " has no address"));
     }
   }
-  if (options.max_rows_per_rpc == 0) {
-    return absl::InvalidArgumentError("max_rows_per_rpc must be positive");
-  }
-  if (!options.http2_bdp_probe && options.http2_window_bytes < (64u << 10)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "http2_window_bytes is ", options.http2_window_bytes,
-        "; with http2_bdp_probe off it must be at least 65536 (HTTP/2's default)"));
-  }
   absl::StatusOr<std::unique_ptr<NgramHasher>> hasher =
       NgramHasher::Create(manifest->layout);
   if (!hasher.ok()) return hasher.status();
@@ -148,8 +180,11 @@ absl::StatusOr<std::unique_ptr<EngramClient>> EngramClient::Create(
   c.n_layers = c.hasher->n_layers();
   c.n_cols = c.hasher->n_cols();
   c.n_shards = static_cast<int>(c.shard_map.n_shards);
-  c.shard_latency_sum.assign(static_cast<size_t>(c.n_shards), 0.0);
-  c.shard_rpcs.assign(static_cast<size_t>(c.n_shards), 0);
+  {
+    absl::MutexLock l(&c.stats_mu);
+    c.shard_latency_sum.assign(static_cast<size_t>(c.n_shards), 0.0);
+    c.shard_rpcs.assign(static_cast<size_t>(c.n_shards), 0);
+  }
   ChannelOptions ch;
   ch.channels_per_replica = c.options.channels_per_replica;
   ch.max_reconnect_backoff = c.options.max_reconnect_backoff;
@@ -216,7 +251,7 @@ ClientStats EngramClient::stats() const {
   s.stream_answers = c.counters.stream_answers.load();
   s.hedges = c.counters.hedges.load();
   s.failed_rpcs = c.counters.failed.load();
-  std::lock_guard<std::mutex> l(impl_->stats_mu);
+  absl::MutexLock l(&impl_->stats_mu);
   s.shard_latency_sum_seconds = c.shard_latency_sum;
   s.shard_rpcs = c.shard_rpcs;
   return s;
@@ -296,7 +331,7 @@ void EngramClient::Impl::SendLayers(StepState& st, int first, int last) {
   std::vector<ShardRpc*> to_start;
   std::vector<wire::LayerRowIds> request;
   {
-    std::lock_guard<std::mutex> l(st.mu);
+    absl::MutexLock l(&st.mu);
     for (int s = 0; s < n_shards; ++s) {
       int layer = first;
       size_t at = st.layers[first].shard_start[s];
@@ -358,7 +393,7 @@ void EngramClient::Impl::SendLayers(StepState& st, int first, int last) {
     // From here a waiter may trust `pending`: every RPC that will deliver
     // these layers' rows is counted.
     for (int k = first; k <= last; ++k) st.layers[k].sent = true;
-    st.cv.notify_all();
+    st.cv.SignalAll();
   }
   // Spread first attempts over replicas, so replicas share the load.
   for (ShardRpc* rpc : to_start) {
@@ -372,7 +407,7 @@ void EngramClient::Impl::Advance(StepState& st, int wanted) {
   while (true) {
     int layer;
     {
-      std::lock_guard<std::mutex> l(st.mu);
+      absl::MutexLock l(&st.mu);
       if (st.releasing || st.next_to_send >= st.deduped) return;
       if (options.pipeline_layers) {
         const bool previous_in =
@@ -393,7 +428,6 @@ absl::StatusOr<Step> EngramClient::Impl::FetchRows(
   st->tokens = 0;
   st->ids.clear();
   st->unique_rows = 0;
-  st->not_quiet = 0;
   for (int l = 0; l < n_layers; ++l) {
     StepState::Layer& ly = st->layers[l];
     ly.pending = 0;
@@ -404,9 +438,7 @@ absl::StatusOr<Step> EngramClient::Impl::FetchRows(
     ly.unique_rows = rows[l];
     st->unique_rows += rows[l].size();
   }
-  st->releasing = false;
-  st->next_to_send = n_layers;  // sent right here, all at once
-  st->deduped = n_layers;
+  st->ResetProgress(/*next_to_send=*/n_layers, /*deduped=*/n_layers);  // sent right here
   std::unique_ptr<LocalCache> no_cache = std::move(local_cache);
   SendLayers(*st, 0, n_layers - 1);
   local_cache = std::move(no_cache);
@@ -496,10 +528,7 @@ absl::StatusOr<Step> EngramClient::Prefetch(const StepInput& in) {
     ly.status = absl::OkStatus();
     ly.resolved = false;
   }
-  st->not_quiet = 0;
-  st->releasing = false;
-  st->next_to_send = 0;
-  st->deduped = 0;
+  st->ResetProgress(/*next_to_send=*/0, /*deduped=*/0);
   st->prefetched = absl::Now();
   for (int l = 0; l < c.n_layers; ++l) st->layers[l].arrived = st->prefetched;
   // Layers go out in order, each as soon as it is de-duplicated (the first
@@ -509,7 +538,7 @@ absl::StatusOr<Step> EngramClient::Prefetch(const StepInput& in) {
     c.Dedup(*st, l);
     st->unique_rows += st->layers[l].unique_rows.size();
     {
-      std::lock_guard<std::mutex> lock(st->mu);
+      absl::MutexLock lock(&st->mu);
       st->deduped = l + 1;
     }
     c.Advance(*st, 0);

@@ -32,7 +32,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "client/engram_hash.h"
+#include "common/engram_hash.h"
 #include "common/layout.h"
 
 namespace engram {
@@ -114,6 +114,10 @@ struct ClientOptions {
   int64_t sequence_capacity = SequenceState::kDefaultCapacity;
   // Optional: client metrics are also registered here (Prometheus).
   std::shared_ptr<metrics::Registry> metrics_registry;
+
+  // InvalidArgument naming the first bad field; checks the options alone,
+  // without reading any file (Create() checks them too, first).
+  absl::Status Validate() const;
 };
 
 // How Wait writes rows.
@@ -170,6 +174,34 @@ class LocalCache;
 
 class EngramClient {
  public:
+  // Makes a client of the table in options.table_dir.
+  //
+  // Reads: table_dir/manifest.json (hash layout, row geometry), the shard
+  // map at options.shard_map_path when given, and with a local cache each
+  // of options.local_cache_profiles.
+  //
+  // Blocks: only to fill the local cache (local_cache_bytes > 0), whose
+  // rows it fetches from the shards with one step's RPCs (each bounded by
+  // rpc_deadline). Otherwise it opens no connection: channels connect, and
+  // replicas are asked for their row stream port (Info), in the background
+  // and on first use, so a shard that is down fails the first step that
+  // needs it (UNAVAILABLE / DEADLINE_EXCEEDED), not Create.
+  //
+  // Errors:
+  //   InvalidArgument     options.Validate() fails; no shard map and no
+  //                       addresses; the number of address lists is not the
+  //                       shard count; a shard without an address; as many
+  //                       local-cache profiles as shards are not given.
+  //   NotFound, DataLoss, InvalidArgument (with the path)
+  //                       the manifest, shard map or a profile is missing,
+  //                       unreadable or malformed (TableManifest::Load,
+  //                       ShardMap::Load).
+  //   FailedPrecondition  the shard map is for another table, or disagrees
+  //                       with the manifest on the layers, their rows or row
+  //                       bytes.
+  //   UNAVAILABLE, DEADLINE_EXCEEDED, ...
+  //                       filling the local cache failed: the failed RPC's
+  //                       status, naming the shard.
   static absl::StatusOr<std::unique_ptr<EngramClient>> Create(
       ClientOptions options);
   ~EngramClient();

@@ -4,16 +4,17 @@
 
 #include <atomic>
 #include <memory>
-#include <mutex>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "client/client_metrics.h"
 #include "client/engram_client.h"
 #include "client/local_cache.h"
 #include "client/shard_channels.h"
 #include "client/step_state.h"
 #include "common/table.h"
-#include "shard/shard_map.h"
+#include "common/shard_map.h"
 
 namespace engram {
 
@@ -31,15 +32,15 @@ struct EngramClient::Impl {
 
   std::atomic<uint64_t> steps{0}, ids{0}, unique_rows{0}, local_hits{0},
       rows_fetched{0};
-  std::mutex stats_mu;
-  std::vector<double> shard_latency_sum;
-  std::vector<uint64_t> shard_rpcs;
+  absl::Mutex stats_mu;
+  std::vector<double> shard_latency_sum ABSL_GUARDED_BY(stats_mu);
+  std::vector<uint64_t> shard_rpcs ABSL_GUARDED_BY(stats_mu);
 
   // Last member but the pool: unregisters before the counters go away.
   std::unique_ptr<ClientMetrics> metrics;
 
-  std::mutex pool_mu;
-  std::vector<std::unique_ptr<StepState>> pool;
+  absl::Mutex pool_mu;
+  std::vector<std::unique_ptr<StepState>> pool ABSL_GUARDED_BY(pool_mu);
 
   std::unique_ptr<StepState> TakeState();
   void ReturnState(std::unique_ptr<StepState> s);

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/engram_client.h"
 #include "client/engram_client_impl.h"
-#include "shard/hot_profile.h"
+#include "common/hot_profile.h"
 
 namespace engram {
 absl::StatusOr<std::unique_ptr<LocalCache>> LocalCache::Build(EngramClient& client) {

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
@@ -34,7 +35,7 @@ bool Retryable(absl::StatusCode code) {
 }  // namespace
 
 void LatencyWindow::Add(absl::Duration d) {
-  std::lock_guard<std::mutex> l(mu_);
+  absl::MutexLock l(&mu_);
   ns_[next_] = absl::ToInt64Nanoseconds(d);
   next_ = (next_ + 1) % kSize;
   filled_ = std::min(filled_ + 1, kSize);
@@ -43,7 +44,7 @@ void LatencyWindow::Add(absl::Duration d) {
 absl::Duration LatencyWindow::P95() const {
   std::vector<int64_t> v;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    absl::MutexLock l(&mu_);
     v.assign(ns_.begin(), ns_.begin() + filled_);
   }
   if (v.empty()) return absl::ZeroDuration();
@@ -150,7 +151,7 @@ void ShardRpc::Start(const RpcPolicy& policy, int first_replica) {
   Attempt* a;
   bool arm = false;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    absl::MutexLock l(&mu_);
     policy_ = policy;
     next_replica_ = first_replica;
     a = NextAttemptLocked();
@@ -194,7 +195,7 @@ void ShardRpc::OnAttemptDone(Attempt* a, const absl::Status& status) {
   absl::Status result;
   Attempt* retry = nullptr;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    absl::MutexLock l(&mu_);
     --outstanding_;
     if (!done_) {
       if (status.ok()) {
@@ -256,7 +257,7 @@ void ShardRpc::OnHedgeAlarm(bool fired) {
   Attempt* hedge = nullptr;
   bool quiet = false;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    absl::MutexLock l(&mu_);
     alarm_pending_ = false;
     if (fired && !done_ && !cancelled_) {
       hedge = NextAttemptLocked();
@@ -275,7 +276,7 @@ void ShardRpc::Cancel() {
   bool cancel_alarm;
   std::vector<Attempt*> live;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    absl::MutexLock l(&mu_);
     cancelled_ = true;
     cancel_alarm = alarm_pending_;
     for (auto& a : attempts_) live.push_back(a.get());

@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <thread>
@@ -17,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "absl/synchronization/mutex.h"
 #include "grpcpp/alarm.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/completion_queue.h"
@@ -42,10 +42,10 @@ class LatencyWindow {
 
  private:
   static constexpr int kSize = 512;
-  mutable std::mutex mu_;
-  std::vector<int64_t> ns_ = std::vector<int64_t>(kSize, 0);
-  int next_ = 0;
-  int filled_ = 0;
+  mutable absl::Mutex mu_;
+  std::vector<int64_t> ns_ ABSL_GUARDED_BY(mu_) = std::vector<int64_t>(kSize, 0);
+  int next_ ABSL_GUARDED_BY(mu_) = 0;
+  int filled_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 struct ChannelOptions {
@@ -178,7 +178,7 @@ class ShardRpc {
   };
   // REQUIRES: mu_ held. Reserves the next replica's attempt; nullptr when
   // every replica was tried.
-  Attempt* NextAttemptLocked();
+  Attempt* NextAttemptLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Launch(Attempt* a);
   void LaunchGrpc(Attempt* a);
   void OnAttemptDone(Attempt* a, const absl::Status& status);
@@ -196,17 +196,17 @@ class ShardRpc {
   const DoneFn on_done_;
   const QuietFn on_quiet_;
 
-  std::mutex mu_;
-  RpcPolicy policy_;
-  std::vector<std::unique_ptr<Attempt>> attempts_;  // at most one per replica
-  int next_replica_ = 0;
-  int tried_ = 0;
-  int outstanding_ = 0;
-  bool done_ = false;
-  bool cancelled_ = false;
-  bool alarm_pending_ = false;
-  absl::Status last_error_;
-  absl::Duration latency_;
+  absl::Mutex mu_;
+  RpcPolicy policy_;  // set under mu_ by Start(), read-only afterwards
+  std::vector<std::unique_ptr<Attempt>> attempts_ ABSL_GUARDED_BY(mu_);  // at most one per replica
+  int next_replica_ ABSL_GUARDED_BY(mu_) = 0;
+  int tried_ ABSL_GUARDED_BY(mu_) = 0;
+  int outstanding_ ABSL_GUARDED_BY(mu_) = 0;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  bool alarm_pending_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status last_error_ ABSL_GUARDED_BY(mu_);
+  absl::Duration latency_;  // set under mu_ when done, read after on_done_
   grpc::Alarm alarm_;
   HedgeTag hedge_tag_;
 };

@@ -1,9 +1,9 @@
 // Step: a prefetched step's handle (client/engram_client.h): waiting for a
 // layer, writing its rows out, and giving the step's state back.
 #include <cstring>
-#include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "client/engram_client.h"
 #include "client/engram_client_impl.h"
 #include "client/step_state.h"
@@ -29,20 +29,21 @@ Step::~Step() { Release(); }
 void Step::Release() {
   if (state_ == nullptr) return;
   StepState& st = *state_;
+  std::vector<ShardRpc*> live;
   {
-    std::unique_lock<std::mutex> l(st.mu);
+    absl::MutexLock l(&st.mu);
     st.releasing = true;  // no layer is sent from here on
     if (st.not_quiet > 0) {
-      std::vector<ShardRpc*> live;
       for (auto& rpc : st.rpcs) live.push_back(rpc.get());
-      l.unlock();
-      for (ShardRpc* rpc : live) rpc->Cancel();
-      l.lock();
-      st.cv.wait(l, [&] { return st.not_quiet == 0; });
     }
   }
+  if (!live.empty()) {
+    for (ShardRpc* rpc : live) rpc->Cancel();
+    absl::MutexLock l(&st.mu);
+    while (st.not_quiet > 0) st.cv.Wait(&st.mu);
+  }
   {
-    std::lock_guard<std::mutex> l(client_->stats_mu);
+    absl::MutexLock l(&client_->stats_mu);
     for (auto& rpc : st.rpcs) {
       if (rpc->latency() > absl::ZeroDuration()) {
         client_->shard_latency_sum[rpc->shard()] += absl::ToDoubleSeconds(rpc->latency());
@@ -65,16 +66,16 @@ absl::Status Step::WaitArrived(int layer) {
   }
   StepState& st = *state_;
   client_->Advance(st, layer);  // a layer nobody has sent yet goes out now
-  std::unique_lock<std::mutex> l(st.mu);
+  absl::MutexLock l(&st.mu);
   // Claimed is not enough: the claiming thread may still be grouping the
   // layer's rows and counting its RPCs.
-  st.cv.wait(l, [&] { return st.layers[layer].sent && st.layers[layer].pending == 0; });
+  while (!(st.layers[layer].sent && st.layers[layer].pending == 0)) st.cv.Wait(&st.mu);
   return st.layers[layer].status;
 }
 
 absl::Duration Step::FetchLatency(int layer) {
   if (!WaitArrived(layer).ok()) return absl::InfiniteDuration();
-  std::lock_guard<std::mutex> l(state_->mu);
+  absl::MutexLock l(&state_->mu);
   return state_->layers[layer].arrived - state_->prefetched;
 }
 

@@ -5,22 +5,21 @@
 #define ENGRAM_CLIENT_STEP_STATE_H_
 
 #include <algorithm>
-#include <condition_variable>
 #include <cstdint>
 #include <cstring>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "client/engram_hash.h"
+#include "absl/synchronization/mutex.h"
+#include "common/engram_hash.h"
 #include "client/shard_channels.h"
 #include "common/key_index.h"
-#include "service/wire.h"
+#include "proto/wire.h"
 
 namespace engram {
 
@@ -124,20 +123,30 @@ struct StepState {
   size_t chunks_used = 0;
   std::vector<absl::Duration> rpc_latency_by_shard;  // scratch for stats
 
-  std::mutex mu;
-  std::condition_variable cv;
-  int not_quiet = 0;      // RPCs that may still call back
-  int next_to_send = 0;   // layers [0, next_to_send) have been sent
-  int deduped = 0;        // layers [0, deduped) are ready to send
-  bool releasing = false; // the Step is being destroyed: send nothing more
+  // Guards the progress below and each Layer's sent, pending, status and
+  // arrived (a nested struct's fields cannot name it in an annotation).
+  absl::Mutex mu;
+  absl::CondVar cv;  // signalled whenever pending or not_quiet drops
+  int not_quiet ABSL_GUARDED_BY(mu) = 0;     // RPCs that may still call back
+  int next_to_send ABSL_GUARDED_BY(mu) = 0;  // layers [0, next_to_send) have been sent
+  int deduped ABSL_GUARDED_BY(mu) = 0;       // layers [0, deduped) are ready to send
+  bool releasing ABSL_GUARDED_BY(mu) = false;  // the Step is being destroyed: send nothing more
   // Sends the layers that are due (EngramClient::Impl::Advance); set once.
   std::function<void(StepState&, int)> advance;
 
+  // A fresh step's progress: no RPC live, not releasing.
+  void ResetProgress(int next, int ready) {
+    absl::MutexLock l(&mu);
+    not_quiet = 0;
+    releasing = false;
+    next_to_send = next;
+    deduped = ready;
+  }
   // Called by an RPC before it goes quiet, so the step is still alive.
   void OnRpcDone(const Chunk& chunk, const absl::Status& s) {
     bool layer_done = false;
     {
-      std::lock_guard<std::mutex> l(mu);
+      absl::MutexLock l(&mu);
       const absl::Time now = absl::Now();
       for (const Chunk::Piece& piece : chunk.pieces) {
         Layer& ly = layers[piece.layer];
@@ -147,14 +156,14 @@ struct StepState {
           layer_done = true;
         }
       }
-      cv.notify_all();
+      cv.SignalAll();
     }
     if (layer_done) advance(*this, -1);
   }
   void OnRpcQuiet() {
-    std::lock_guard<std::mutex> l(mu);
+    absl::MutexLock l(&mu);
     --not_quiet;
-    cv.notify_all();
+    cv.SignalAll();
   }
 };
 

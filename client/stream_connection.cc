@@ -12,10 +12,11 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/socket_io.h"
 #include "engram/v1/engram_store.grpc.pb.h"
 #include "grpcpp/client_context.h"
-#include "service/stream_wire.h"
+#include "proto/stream_wire.h"
 
 namespace engram {
 
@@ -33,7 +34,7 @@ StreamBufferPool::~StreamBufferPool() {
 
 StreamBufferPool::Buffer* StreamBufferPool::Get(size_t bytes) {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    absl::MutexLock l(&mu_);
     for (size_t i = 0; i < free_.size(); ++i) {
       if (free_[i]->capacity >= bytes) {
         Buffer* b = free_[i];
@@ -60,7 +61,7 @@ grpc::Slice StreamBufferPool::ToSlice(Buffer* b, size_t bytes) {
 
 void StreamBufferPool::Put(Buffer* b) {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    absl::MutexLock l(&mu_);
     if (free_.size() < kMaxFree) {
       free_.push_back(b);
       return;

@@ -1,4 +1,4 @@
-// StreamConnection: one row stream connection (service/stream_wire.h) from
+// StreamConnection: one row stream connection (proto/stream_wire.h) from
 // the client to one replica, the fast path for Lookup next to gRPC.
 //
 // Its own thread learns the replica's stream port from Info (over the
@@ -22,7 +22,6 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -60,8 +59,8 @@ class StreamBufferPool {
 
  private:
   static constexpr size_t kMaxFree = 64;
-  std::mutex mu_;
-  std::vector<Buffer*> free_;
+  absl::Mutex mu_;
+  std::vector<Buffer*> free_ ABSL_GUARDED_BY(mu_);
 };
 
 // A call carried by a StreamConnection. Exactly one of its methods is

@@ -1,28 +1,29 @@
 // Command-line parsing shared by the project's main()s.
+//
+// Every binary spells its flags with dashes (--shard-index; underscores are
+// accepted too: Abseil flag names are identifiers), takes each flag's
+// default from its component's Options struct, and answers --help with its
+// usage line and every flag it defines, with the default.
 #ifndef ENGRAM_COMMON_FLAGS_H_
 #define ENGRAM_COMMON_FLAGS_H_
 
+#include <string>
 #include <vector>
-
-#include "absl/flags/parse.h"
 
 namespace engram {
 
-// absl::ParseCommandLine, but flag names may be written with dashes as well
-// as underscores (--shard-index = --shard_index): Abseil flag names are
-// identifiers, the documented interfaces use dashes. Stops rewriting at
-// "--". Returns the positional arguments (argv[0] first).
-inline std::vector<char*> ParseFlags(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    char* a = argv[i];
-    if (a[0] != '-' || a[1] != '-') continue;
-    if (a[2] == '\0') break;  // "--": the rest is positional
-    for (char* c = a + 2; *c != '\0' && *c != '='; ++c) {
-      if (*c == '-') *c = '_';
-    }
-  }
-  return absl::ParseCommandLine(argc, argv);
-}
+// absl::ParseCommandLine with dashed names rewritten to underscores (up to
+// a "--", after which everything is positional). `--help` (or `-h`) prints
+// absl::ProgramUsageMessage() and FlagsHelp() to stdout and exits 0; Abseil's
+// own --helpfull still lists every flag linked in. Returns the positional
+// arguments, argv[0] first.
+std::vector<char*> ParseFlags(int argc, char** argv);
+
+// Every flag this program defines (those outside Abseil itself), sorted by
+// name, one entry each:
+//   --dashed-name=DEFAULT
+//       help text
+std::string FlagsHelp();
 
 }  // namespace engram
 

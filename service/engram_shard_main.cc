@@ -1,9 +1,10 @@
 // engram-shard: serves one shard directory (from `engramctl import`) over
 // gRPC until SIGTERM or SIGINT, then drains in-flight calls and exits 0.
 //
-//   engram-shard --db DIR [--listen HOST:PORT] [--metrics-port N]
-//                [--stream-port N] [--ram-budget 2G] [--threads N] [--direct-io]
-//                [--max-rows-per-request N] [--drain-timeout 10s]
+//   engram-shard --db DIR [--flag=value ...]
+//
+// `engram-shard --help` lists every flag with its default (the defaults of
+// ShardServerOptions); docs/operating.md has the same table.
 //
 // Once serving it prints one line to stdout, with the bound ports (so
 // --listen HOST:0 picks a free port), "(metrics off)" without --metrics-port
@@ -30,49 +31,53 @@
 #include "service/log.h"
 #include "service/shard_server.h"
 
-ABSL_FLAG(std::string, db, "", "shard directory written by `engramctl import`");
-ABSL_FLAG(std::string, listen, "0.0.0.0:7070",
+// Every default is ShardServerOptions' (service/shard_server.h).
+static const engram::ShardServerOptions kDefaults;
+
+ABSL_FLAG(std::string, db, kDefaults.db_dir, "shard directory written by `engramctl import`");
+ABSL_FLAG(std::string, listen, kDefaults.listen,
           "gRPC address HOST:PORT (port 0 = pick a free one)");
-ABSL_FLAG(int32_t, metrics_port, -1,
+ABSL_FLAG(int32_t, metrics_port, kDefaults.metrics_port,
           "Prometheus /metrics port on the listen host (-1 = off, 0 = any)");
-ABSL_FLAG(int32_t, stream_port, 0,
+ABSL_FLAG(int32_t, stream_port, kDefaults.stream_port,
           "row stream port on the listen host: Lookup framed on plain TCP, the "
           "clients' fast path, advertised by Info (-1 = off, 0 = any)");
-ABSL_FLAG(int32_t, stream_advertise_port, 0,
+ABSL_FLAG(int32_t, stream_advertise_port, kDefaults.stream_advertise_port,
           "the row stream port Info advertises, behind a port mapping (0 = the bound one)");
-ABSL_FLAG(int32_t, hot_cache_share, -1,
+ABSL_FLAG(int32_t, hot_cache_share, kDefaults.hot_cache_share_percent,
           "with a hot-row profile, percent of --ram-budget kept for the admission cache "
           "(the rest is pinned from the profile; 0 = all pinned; -1 = 0 with a mapped "
           "cuckoo tail, else 20)");
-ABSL_FLAG(bool, map_cuckoo_tail, true,
+ABSL_FLAG(bool, map_cuckoo_tail, kDefaults.map_cuckoo_tail,
           "read a cuckoo tail straight from its memory-mapped table files instead of "
           "through RocksDB MultiGet");
-ABSL_FLAG(std::string, ram_budget, "0",
+ABSL_FLAG(std::string, ram_budget, absl::StrCat(kDefaults.ram_budget_bytes),
           "RAM for the hot tier in bytes; suffixes K, M, G, T (binary)");
-ABSL_FLAG(std::string, worker_cache_bytes, "0",
+ABSL_FLAG(std::string, worker_cache_bytes, absl::StrCat(kDefaults.worker_cache_bytes),
           "RAM the workers' local caches hold for the whole table (their "
           "local_cache_bytes): those hottest rows are not pinned here; suffixes K, M, G, T");
-ABSL_FLAG(std::string, hot_profile, "",
+ABSL_FLAG(std::string, hot_profile, kDefaults.hot_profile_path,
           "hot-row profile (default: DB/hot_profile.bin when present)");
-ABSL_FLAG(int32_t, threads, 4, "max threads for gRPC's synchronous services");
-ABSL_FLAG(int32_t, reader_threads, 32, "RocksDB reader threads");
-ABSL_FLAG(int32_t, gather_threads, -1,
+ABSL_FLAG(int32_t, threads, kDefaults.threads,
+          "max threads for gRPC's synchronous services (reflection; Lookup runs on "
+          "gRPC's callback pool)");
+ABSL_FLAG(int32_t, reader_threads, kDefaults.reader_threads, "RocksDB reader threads");
+ABSL_FLAG(int32_t, gather_threads, kDefaults.gather_threads,
           "helper threads copying shares of a large request's hot rows (0 = none, "
           "-1 = one on machines with more than 2 cores)");
-ABSL_FLAG(bool, direct_io, false, "read SST files with O_DIRECT");
-ABSL_FLAG(uint32_t, max_rows_per_request, 65536,
+ABSL_FLAG(bool, direct_io, kDefaults.direct_io, "read SST files with O_DIRECT");
+ABSL_FLAG(uint32_t, max_rows_per_request, kDefaults.max_rows_per_request,
           "Lookups with more row ids fail with RESOURCE_EXHAUSTED");
-ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(10),
+ABSL_FLAG(absl::Duration, drain_timeout, kDefaults.drain_timeout,
           "on SIGTERM/SIGINT, how long in-flight calls may take to finish");
 
 namespace {
 
 constexpr char kUsage[] =
-    "engram-shard --db DIR [--listen HOST:PORT] [--metrics-port N] "
-    "[--ram-budget 2G] [--threads N] [--direct-io] "
-    "[--max-rows-per-request N] [--drain-timeout 10s]\n"
-    "Serves one shard of an Engram table over gRPC (engram.v1.EngramStore).\n"
-    "Flags may be spelled with dashes or underscores.";
+    "engram-shard --db DIR [--flag=value ...]\n"
+    "Serves one shard of an Engram table over gRPC (engram.v1.EngramStore) and\n"
+    "the row stream; every flag, with its default, is listed below and in\n"
+    "docs/operating.md. Flags may be spelled with dashes or underscores.";
 
 int Fail(int code, const std::string& message) {
   std::fprintf(stderr, "engram-shard: %s\n", message.c_str());
@@ -119,6 +124,7 @@ int main(int argc, char** argv) {
   options.direct_io = absl::GetFlag(FLAGS_direct_io);
   options.map_cuckoo_tail = absl::GetFlag(FLAGS_map_cuckoo_tail);
   options.max_rows_per_request = absl::GetFlag(FLAGS_max_rows_per_request);
+  options.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
 
   // Block the shutdown signals before any thread exists, so every thread
   // inherits the mask and only sigwait() below sees them.
@@ -155,7 +161,7 @@ int main(int argc, char** argv) {
   sigwait(&signals, &received);
   engram::LogLine('I', absl::StrCat("engram-shard: ", strsignal(received),
                                     "; draining in-flight calls"));
-  (*server)->Shutdown(absl::GetFlag(FLAGS_drain_timeout));
+  (*server)->Shutdown(options.drain_timeout);
   server->reset();
   engram::LogLine('I', "engram-shard: stopped");
   return 0;

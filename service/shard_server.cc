@@ -91,6 +91,10 @@ absl::Status ShardServerOptions::Validate() const {
         absl::StrCat("max rows per request = ", options.max_rows_per_request,
                      " is not in 1..16777216"));
   }
+  if (options.drain_timeout < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "drain timeout ", absl::FormatDuration(options.drain_timeout), " is negative"));
+  }
   return absl::OkStatus();
 }
 

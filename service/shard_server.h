@@ -32,7 +32,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "shard/hot_tier.h"
-#include "shard/shard_map.h"
+#include "common/shard_map.h"
 
 namespace grpc {
 class Server;
@@ -55,8 +55,10 @@ struct ShardServerOptions {
   // Shard directory written by `engramctl import` (shard_map.json,
   // shard.json, rocksdb/). Required.
   std::string db_dir;
-  // gRPC address, host:port; port 0 picks a free port (see port()).
-  std::string listen = "127.0.0.1:0";
+  // gRPC address, host:port; port 0 picks a free port (see port()). The
+  // default serves every interface on the service's port, as a deployed
+  // daemon does; tests pass "127.0.0.1:0".
+  std::string listen = "0.0.0.0:7070";
   // Row stream port (Lookup framed on plain TCP, the clients' fast path;
   // service/stream_server.h) on the listen address's host, advertised in
   // InfoResponse.stream_port; -1 = none (gRPC only), 0 = a free port (see
@@ -111,6 +113,9 @@ struct ShardServerOptions {
   int gather_threads = -1;
   // Lookups with more row ids fail with RESOURCE_EXHAUSTED.
   uint32_t max_rows_per_request = 65536;
+  // How long the daemon's Shutdown() on SIGTERM/SIGINT lets in-flight calls
+  // finish (the argument it passes to ShardServer::Shutdown).
+  absl::Duration drain_timeout = absl::Seconds(10);
 
   // InvalidArgument naming the first bad field (Start() checks it too).
   absl::Status Validate() const;

@@ -20,7 +20,7 @@
 #include "gtest/gtest.h"
 #include "service/testing/pending_lookups.h"
 #include "service/testing/server_test_util.h"
-#include "service/wire.h"
+#include "proto/wire.h"
 #include "shard/importer.h"
 
 namespace engram {
@@ -68,6 +68,7 @@ class ShardServerTest : public ::testing::Test {
   }
   static std::unique_ptr<ShardServer> Start(uint32_t shard, uint64_t budget) {
     ShardServerOptions options;
+    options.listen = "127.0.0.1:0";
     options.db_dir = ShardDir(shard);
     options.ram_budget_bytes = budget;
     options.metrics_port = 0;
@@ -176,6 +177,7 @@ TEST_F(ShardServerTest, LargeRequestsGatheredInSharesAreExact) {
   for (int helpers : {0, 1, 3}) {
     SCOPED_TRACE(absl::StrCat(helpers, " gather threads"));
     ShardServerOptions options;
+    options.listen = "127.0.0.1:0";
     options.db_dir = ShardDir(1);
     options.ram_budget_bytes = ShardBytes(1) / 10;
     options.gather_threads = helpers;
@@ -229,6 +231,7 @@ v1::LookupRequest Request(const std::string& table, uint64_t version,
 
 TEST_F(ShardServerTest, RejectsBadRequestsWithStatusNamingTheValue) {
   ShardServerOptions options;
+  options.listen = "127.0.0.1:0";
   options.db_dir = ShardDir(2);
   options.max_rows_per_request = 10;
   auto server = Start(options);
@@ -286,6 +289,7 @@ TEST_F(ShardServerTest, RefusesDataThatDoesNotMatchItsShardMap) {
   wrong.n_shards = 4;  // shard.json's row counts no longer match
   ASSERT_TRUE(wrong.Save(dir + "/shard_map.json").ok());
   ShardServerOptions options;
+  options.listen = "127.0.0.1:0";
   options.db_dir = dir;
   auto server = ShardServer::Start(options);
   ASSERT_FALSE(server.ok());
@@ -325,6 +329,7 @@ TEST_F(ShardServerTest, CorruptSstIsDataLossNotWrongRows) {
     f.write(&c, 1);
   }
   ShardServerOptions options;
+  options.listen = "127.0.0.1:0";
   options.db_dir = dir;
   options.metrics_port = 0;
   auto server = Start(options);
@@ -436,6 +441,7 @@ TEST_F(ShardServerTest, MappedCuckooTailPinsTheWholeHotTier) {
   for (int share : {-1, 20}) {
     SCOPED_TRACE(absl::StrCat("hot cache share ", share));
     ShardServerOptions options;
+    options.listen = "127.0.0.1:0";
     options.db_dir = dir;
     options.ram_budget_bytes = ShardBytes(1) / 10;
     options.hot_cache_share_percent = share;
@@ -522,6 +528,7 @@ TEST_F(ShardServerTest, ShutdownDrainsInFlightCalls) {
   // Every row from disk, on one reader thread: the calls are all dispatched
   // long before their reads finish.
   ShardServerOptions options;
+  options.listen = "127.0.0.1:0";
   options.db_dir = ShardDir(2);
   options.metrics_port = 0;
   options.reader_threads = 1;
@@ -569,6 +576,7 @@ TEST(ParseByteSize, SuffixesAndErrors) {
 
 TEST(ShardServerOptions, ValidateNamesTheBadField) {
   ShardServerOptions options;
+  options.listen = "127.0.0.1:0";
   EXPECT_NE(options.Validate().message().find("db_dir"), std::string::npos);
   options.db_dir = "/x";
   EXPECT_TRUE(options.Validate().ok());

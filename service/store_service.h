@@ -2,7 +2,7 @@
 // (internal to service/; ShardServer is the public face).
 //
 // Lookup is a raw callback method: the request arrives as a ByteBuffer and
-// is parsed by the hand codec (service/wire.h) into a pooled id array; the
+// is parsed by the hand codec (proto/wire.h) into a pooled id array; the
 // response is one slice of exactly the response's size (from a pool of
 // recycled buffers when large), framed as a LookupResponse, into which rows
 // are copied straight from the hot tier or RocksDB. Hot-tier hits are copied on the gRPC thread; misses go to
@@ -36,7 +36,7 @@
 #include "service/gather_pool.h"
 #include "service/response_pool.h"
 #include "service/shard_metrics.h"
-#include "service/wire.h"
+#include "proto/wire.h"
 #include "shard/hot_tier.h"
 #include "shard/row_store.h"
 

@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/socket_io.h"
 #include "service/log.h"
-#include "service/stream_wire.h"
+#include "proto/stream_wire.h"
 
 namespace engram {
 namespace {

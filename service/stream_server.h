@@ -1,4 +1,4 @@
-// StreamServer: a shard server's row stream (service/stream_wire.h), the
+// StreamServer: a shard server's row stream (proto/stream_wire.h), the
 // fast path for Lookup next to gRPC.
 //
 // One thread per connection reads a request, serves it through

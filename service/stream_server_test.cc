@@ -1,5 +1,5 @@
 // The row stream end to end: a real shard server on 127.0.0.1, a raw TCP
-// client speaking the framing of service/stream_wire.h, every row compared
+// client speaking the framing of proto/stream_wire.h, every row compared
 // with the table file, and every kind of bad input answered or refused
 // without harm to the connection's other requests.
 #include "service/stream_server.h"
@@ -18,9 +18,9 @@
 #include "engram/v1/engram_store.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "service/shard_server.h"
-#include "service/stream_wire.h"
+#include "proto/stream_wire.h"
 #include "service/testing/server_test_util.h"
-#include "service/wire.h"
+#include "proto/wire.h"
 
 namespace engram {
 namespace {
@@ -49,6 +49,7 @@ class StreamServerTest : public ::testing::Test {
 
   void StartServer(absl::Duration write_timeout) {
     ShardServerOptions o;
+    o.listen = "127.0.0.1:0";
     o.stream_write_timeout = write_timeout;
     o.db_dir = root_->path() + "/shard";
     o.ram_budget_bytes = 64 << 10;  // some rows hot, the rest from RocksDB

@@ -10,7 +10,7 @@
 #include "common/table_gen.h"
 #include "gtest/gtest.h"
 #include "shard/testing/gguf_writer.h"
-#include "shard/testing/shard_fixture.h"
+#include "common/testing/test_files.h"
 
 namespace engram {
 namespace {

@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "shard/admission_cache.h"
-#include "shard/hot_profile.h"
+#include "common/hot_profile.h"
 #include "common/fast_mod.h"
 #include "common/huge_buffer.h"
 #include "common/key_index.h"

@@ -13,11 +13,11 @@
 
 #include "gtest/gtest.h"
 #include "shard/admission_cache.h"
-#include "shard/hot_profile.h"
+#include "common/hot_profile.h"
 #include "shard/importer.h"
 #include "common/key_index.h"
 #include "shard/shard_format.h"
-#include "shard/testing/shard_fixture.h"
+#include "common/testing/test_files.h"
 
 namespace engram {
 namespace {

@@ -7,14 +7,19 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/engram_hash.h"
 #include "common/table.h"
-#include "shard/file_util.h"
+#include "common/file_util.h"
 #include "shard/gguf.h"
-#include "shard/hot_profile.h"
+#include "common/hot_profile.h"
 #include "shard/row_sink.h"
 
 namespace engram {
@@ -338,6 +343,59 @@ absl::StatusOr<ImportResult> ImportShard(const ImportOptions& o,
   guard.Release();
   if (auto s = SyncDir(parent.string()); !s.ok()) return s;
   return result;
+}
+
+absl::StatusOr<std::vector<HotProfileEntry>> ProfileTrace(
+    const std::string& trace_path, const HashLayout& layout,
+    const ShardMap& map, uint32_t shard) {
+  absl::StatusOr<std::unique_ptr<NgramHasher>> hasher = NgramHasher::Create(layout);
+  if (!hasher.ok()) return hasher.status();
+  std::ifstream in(trace_path);
+  if (!in) {
+    return absl::NotFoundError(
+        absl::StrCat("cannot open profile trace ", trace_path));
+  }
+  const int n_layers = (*hasher)->n_layers();
+  const int n_cols = (*hasher)->n_cols();
+  absl::flat_hash_map<uint64_t, uint64_t> counts;
+  std::vector<int64_t> ids;
+  std::vector<RowId> rows;
+  std::string line;
+  for (int64_t line_no = 1; std::getline(in, line); ++line_no) {
+    ids.clear();
+    for (absl::string_view tok :
+         absl::StrSplit(line, absl::ByAnyChar(" \t\r"), absl::SkipEmpty())) {
+      int64_t id = 0;
+      if (!absl::SimpleAtoi(tok, &id) || id < 0 || id >= layout.vocab_size) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            trace_path, ":", line_no, ": token '", tok,
+            "' is not a token id in [0, ", layout.vocab_size, ")"));
+      }
+      ids.push_back(id);
+    }
+    if (ids.empty()) continue;
+    SequenceState seq(std::max<int64_t>(SequenceState::kDefaultCapacity,
+                                        static_cast<int64_t>(ids.size())));
+    rows.resize(ids.size() * n_layers * n_cols);
+    if (auto s = (*hasher)->Hash(seq, 0, ids, {}, rows.data()); !s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(trace_path, ":", line_no, ": ", s.message()));
+    }
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const uint32_t layer = static_cast<uint32_t>((i / n_cols) % n_layers);
+      if (map.ShardOf(rows[i]) == shard) ++counts[ShardKey(layer, rows[i])];
+    }
+  }
+  if (in.bad()) {
+    return absl::InternalError(absl::StrCat("cannot read ", trace_path));
+  }
+  std::vector<HotProfileEntry> out;
+  out.reserve(counts.size());
+  for (const auto& [key, count] : counts) {
+    out.push_back({ShardKeyLayer(key), ShardKeyRow(key), count});
+  }
+  std::sort(out.begin(), out.end(), HotProfileOrder);
+  return out;
 }
 
 }  // namespace engram

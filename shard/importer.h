@@ -12,9 +12,13 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/hot_profile.h"
+#include "common/layout.h"
+#include "common/shard_map.h"
 #include "shard/shard_format.h"
 
 namespace engram {
@@ -33,7 +37,7 @@ struct ImportOptions {
   // The shard directory to create. It must not exist, be an empty
   // directory, or hold the same import (then nothing is done).
   std::string out_dir;
-  // Optional token trace for the hot-row profile (shard/hot_profile.h).
+  // Optional token trace for the hot-row profile (common/hot_profile.h).
   std::string profile_trace;
 
   // How the rows are stored (shard_format.h): block-based tables by
@@ -66,6 +70,16 @@ using ImportProgress = std::function<void(uint64_t done, uint64_t total)>;
 // something else (a different import or foreign files).
 absl::StatusOr<ImportResult> ImportShard(const ImportOptions& options,
                                          const ImportProgress& progress);
+
+// Replays a token trace (one sequence per line, token ids separated by
+// blanks; each line hashed as a fresh sequence from position 0) through
+// `layout` and counts the accesses of rows that `shard` owns under `map`:
+// the entries of the shard's hot_profile.bin (common/hot_profile.h), in file
+// order. InvalidArgument naming the line for a token that is not an integer
+// in [0, vocab_size); NotFound when the trace cannot be opened.
+absl::StatusOr<std::vector<HotProfileEntry>> ProfileTrace(
+    const std::string& trace_path, const HashLayout& layout,
+    const ShardMap& map, uint32_t shard);
 
 }  // namespace engram
 

@@ -8,15 +8,15 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "client/engram_hash.h"
+#include "common/engram_hash.h"
 #include "common/table.h"
 #include "common/table_gen.h"
 #include "gtest/gtest.h"
-#include "shard/file_util.h"
-#include "shard/hot_profile.h"
+#include "common/file_util.h"
+#include "common/hot_profile.h"
 #include "shard/row_store.h"
 #include "shard/testing/gguf_writer.h"
-#include "shard/testing/shard_fixture.h"
+#include "common/testing/test_files.h"
 
 namespace engram {
 namespace {

@@ -33,7 +33,7 @@
 #include "absl/status/statusor.h"
 #include "common/fast_mod.h"
 #include "shard/row_store.h"
-#include "shard/shard_map.h"
+#include "common/shard_map.h"
 
 namespace rocksdb {
 class DB;

@@ -20,7 +20,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "shard/shard_map.h"
+#include "common/shard_map.h"
 
 namespace engram {
 

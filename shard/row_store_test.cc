@@ -14,10 +14,10 @@
 #include "absl/synchronization/notification.h"
 #include "common/table.h"
 #include "gtest/gtest.h"
-#include "shard/file_util.h"
+#include "common/file_util.h"
 #include "shard/importer.h"
 #include "shard/shard_format.h"
-#include "shard/testing/shard_fixture.h"
+#include "common/testing/test_files.h"
 
 namespace engram {
 namespace {

@@ -13,7 +13,7 @@
 #include "rocksdb/memtablerep.h"
 #include "rocksdb/statistics.h"
 #include "rocksdb/table.h"
-#include "shard/file_util.h"
+#include "common/file_util.h"
 
 namespace engram {
 namespace {

@@ -6,7 +6,7 @@
 //   rocksdb/         the rows: key ShardKey(layer, row), value the stored row
 //                    (in the tail format of shard.json, TailFormat below);
 //                    plus one StoreIdentity record
-//   hot_profile.bin  optional access counts (shard/hot_profile.h)
+//   hot_profile.bin  optional access counts (common/hot_profile.h)
 //
 // The RocksDB options live here too so both sides agree on them; each choice
 // and its measured effect is written down in docs/table-format.md.
@@ -21,7 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "rocksdb/options.h"
-#include "shard/shard_map.h"
+#include "common/shard_map.h"
 
 namespace engram {
 

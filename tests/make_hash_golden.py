@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes a hash golden file of any geometry with an independent implementation
-of the rule in ../shared/golden/README.md (Python integers, explicit int64
+of the rule in tests/golden/README.md (Python integers, explicit int64
 wrap-around), so engramctl hash-check is tested beyond the shipped goldens.
 
 usage: make_hash_golden.py OUT.json [--vocab V] [--layers L] [--max-ngram N]

@@ -25,58 +25,30 @@
 #include "gtest/gtest.h"
 #include "service/testing/pending_lookups.h"
 #include "service/testing/server_test_util.h"
-#include "service/wire.h"
-#include "shard/shard_map.h"
+#include "service/testing/shard_process.h"
+#include "proto/wire.h"
+#include "common/shard_map.h"
 
 namespace engram {
 namespace {
 
-using testing::ChildProcess;
+using testing::ShardProcess;
 using testing::RunCommand;
 
 constexpr uint32_t kShards = 3;
 constexpr char kLookup[] = "/engram.v1.EngramStore/Lookup";
 const std::string kBin = ENGRAM_BIN_DIR;
 
-struct ShardProcess {
-  std::unique_ptr<ChildProcess> process;
-  int port = 0;
-  int metrics_port = 0;
-};
-
-// Starts engram-shard on a free port and reads the ports from its line
-//   engram-shard: serving shard I/K of TABLE vV on HOST:PORT (metrics :MPORT) (row stream :SPORT)
-absl::StatusOr<ShardProcess> StartShard(
+// engram-shard on free ports, with a hot tier of `ram_budget`.
+absl::StatusOr<std::unique_ptr<ShardProcess>> StartShard(
     const std::string& db, const std::string& ram_budget,
     const std::vector<std::string>& extra_flags = {}) {
-  std::vector<std::string> argv = {kBin + "/engram-shard",
-                                   "--db",
-                                   db,
-                                   "--listen",
-                                   "127.0.0.1:0",
-                                   "--metrics-port",
-                                   "0",
-                                   "--ram-budget",
-                                   ram_budget};
-  argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
-  auto child = ChildProcess::Spawn(argv);
-  if (!child.ok()) return child.status();
-  auto line = (*child)->ReadLine(absl::Seconds(60));
-  if (!line.ok()) return line.status();
-  ShardProcess shard;
-  const size_t on = line->find(" on 127.0.0.1:");
-  const size_t metrics = line->find("(metrics :");
-  if (line->rfind("engram-shard: serving shard ", 0) != 0 ||
-      on == std::string::npos || metrics == std::string::npos ||
-      !absl::SimpleAtoi(
-          line->substr(on + 14, line->find(' ', on + 14) - on - 14),
-          &shard.port) ||
-      !absl::SimpleAtoi(line->substr(metrics + 10, line->find(')', metrics) - metrics - 10),
-                        &shard.metrics_port)) {
-    return absl::InternalError(absl::StrCat("unexpected first line: ", *line));
-  }
-  shard.process = std::move(*child);
-  return shard;
+  ShardProcess::Options o;
+  o.binary = kBin + "/engram-shard";
+  o.db_dir = db;
+  o.flags = {"--ram-budget", ram_budget};
+  o.flags.insert(o.flags.end(), extra_flags.begin(), extra_flags.end());
+  return ShardProcess::Start(o);
 }
 
 class ShardClusterTest : public ::testing::Test {
@@ -112,7 +84,7 @@ class ShardClusterTest : public ::testing::Test {
     }
   }
   static void TearDownTestSuite() {
-    for (ShardProcess& s : shards_) s.process.reset();
+    for (auto& s : shards_) s.reset();
     delete table_;
     delete map_;
     delete root_;
@@ -125,13 +97,13 @@ class ShardClusterTest : public ::testing::Test {
   static testing::TempDir* root_;
   static ShardMap* map_;
   static TableReader* table_;
-  static ShardProcess shards_[kShards];
+  static std::unique_ptr<ShardProcess> shards_[kShards];
 };
 
 testing::TempDir* ShardClusterTest::root_ = nullptr;
 ShardMap* ShardClusterTest::map_ = nullptr;
 TableReader* ShardClusterTest::table_ = nullptr;
-ShardProcess ShardClusterTest::shards_[kShards];
+std::unique_ptr<ShardProcess> ShardClusterTest::shards_[kShards];
 
 // A batch of ids of every layer, spread over the cluster by the shard map,
 // reassembled in request order and compared with the table.
@@ -154,7 +126,7 @@ TEST_F(ShardClusterTest, RoutedLookupsReturnTheTablesBytes) {
             {&request, 1});
         grpc::ByteBuffer response;
         const grpc::Status status = testing::RawUnaryCall(
-            *testing::LocalChannel(shards_[s].port), kLookup,
+            *testing::LocalChannel(shards_[s]->port()), kLookup,
             grpc::ByteBuffer(&slice, 1), &response);
         ASSERT_TRUE(status.ok()) << status.error_message();
         rows[s].resize(per_shard[s].size() * row_bytes);
@@ -178,7 +150,7 @@ TEST_F(ShardClusterTest, RoutedLookupsReturnTheTablesBytes) {
 TEST_F(ShardClusterTest, InfoNamesEachShard) {
   for (uint32_t s = 0; s < kShards; ++s) {
     auto stub =
-        v1::EngramStore::NewStub(testing::LocalChannel(shards_[s].port));
+        v1::EngramStore::NewStub(testing::LocalChannel(shards_[s]->port()));
     grpc::ClientContext context;
     v1::InfoResponse info;
     ASSERT_TRUE(stub->Info(&context, v1::InfoRequest(), &info).ok());
@@ -193,7 +165,7 @@ TEST_F(ShardClusterTest, MetricsPassPromtool) {
   std::mt19937_64 rng(3);
   const std::vector<uint64_t> ids =
       testing::RandomOwnedIds(*map_, 0, 0, 50, rng);
-  auto stub = v1::EngramStore::NewStub(testing::LocalChannel(shards_[0].port));
+  auto stub = v1::EngramStore::NewStub(testing::LocalChannel(shards_[0]->port()));
   v1::LookupRequest request;
   v1::LayerRows* layer = request.add_layers();
   for (uint64_t id : ids) layer->add_row_ids(id);
@@ -201,7 +173,7 @@ TEST_F(ShardClusterTest, MetricsPassPromtool) {
   v1::LookupResponse response;
   ASSERT_TRUE(stub->Lookup(&context, request, &response).ok());
 
-  auto page = testing::HttpGet(shards_[0].metrics_port, "/metrics");
+  auto page = testing::HttpGet(shards_[0]->metrics_port(), "/metrics");
   ASSERT_TRUE(page.ok()) << page.status();
   EXPECT_GE(testing::MetricValue(*page, "engram_shard_bytes_total{layer=\"0\"}")
                 .value_or(0),
@@ -233,20 +205,20 @@ TEST_F(ShardClusterTest, SigtermDrainsInFlightCalls) {
 
   constexpr int kCalls = 4;
   {
-    testing::PendingLookups calls(shard->port, request, kCalls);
+    testing::PendingLookups calls((*shard)->port(), request, kCalls);
     // Every call is in a handler now. (gRPC cancels calls whose request has
     // not fully arrived when Shutdown starts; those were never accepted.)
-    ASSERT_TRUE(calls.AllInFlight(shard->metrics_port))
+    ASSERT_TRUE(calls.AllInFlight((*shard)->metrics_port()))
         << "calls finished too fast to test a drain";
-    shard->process->Signal(SIGTERM);
+    (*shard)->Signal(SIGTERM);
     calls.ExpectEveryRowsEqual(expected);
   }
-  const int status = shard->process->Wait();
+  const int status = (*shard)->Wait();
   ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
   EXPECT_EQ(WEXITSTATUS(status), 0);
 
   grpc::ByteBuffer response;
-  EXPECT_EQ(testing::RawUnaryCall(*testing::LocalChannel(shard->port), kLookup,
+  EXPECT_EQ(testing::RawUnaryCall(*testing::LocalChannel((*shard)->port()), kLookup,
                                   request, &response, absl::Seconds(2))
                 .error_code(),
             grpc::StatusCode::UNAVAILABLE);
@@ -283,8 +255,8 @@ TEST_F(ShardClusterTest, AStoppedShardFailsTheStepAtTheDeadline) {
   ClientOptions o;
   o.table_dir = root_->path() + "/table";
   o.shard_map_path = ShardDir(0) + "/shard_map.json";
-  for (const ShardProcess& s : shards_) {
-    o.shard_addresses.push_back({absl::StrCat("127.0.0.1:", s.port)});
+  for (const auto& s : shards_) {
+    o.shard_addresses.push_back({s->address()});
   }
   constexpr absl::Duration kDeadline = absl::Milliseconds(300);
   o.rpc_deadline = kDeadline;
@@ -320,11 +292,11 @@ TEST_F(ShardClusterTest, AStoppedShardFailsTheStepAtTheDeadline) {
   ASSERT_TRUE(first.ok()) << first;
   ASSERT_GT((*client)->stats().stream_answers, 0u) << "the shards' row streams were not used";
 
-  shards_[1].process->Signal(SIGSTOP);
-  ASSERT_TRUE(AllThreadsStopped(shards_[1].process->pid()));
+  shards_[1]->Signal(SIGSTOP);
+  ASSERT_TRUE(AllThreadsStopped(shards_[1]->pid()));
   absl::Duration took;
   const absl::Status s = run_step(&took);
-  shards_[1].process->Signal(SIGCONT);
+  shards_[1]->Signal(SIGCONT);
   EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
   EXPECT_NE(s.message().find("shard 1"), std::string::npos) << s;
   EXPECT_GE(took, kDeadline);
@@ -350,11 +322,11 @@ TEST_F(ShardClusterTest, BadFlagsAndDataFailWithOneLine) {
       {{"--db", ShardDir(0), "--hot-cache-share", "101"}, 2, "cache share 101%"},
       {{"--db", root_->path() + "/nope"}, 1, root_->path() + "/nope"},
       {{"--db", ShardDir(0), "--listen",
-        absl::StrCat("127.0.0.1:", shards_[0].port)},
+        absl::StrCat("127.0.0.1:", shards_[0]->port())},
        1,
        "cannot listen"},
       {{"--db", ShardDir(0), "--listen", "127.0.0.1:0", "--stream-port",
-        absl::StrCat(shards_[0].port)},
+        absl::StrCat(shards_[0]->port())},
        1,
        "row stream: cannot listen on 127.0.0.1:"},
   };

@@ -19,7 +19,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
-#include "client/hash_golden.h"
+#include "common/hash_golden.h"
 #include "common/flags.h"
 #include "common/table_gen.h"
 #include "tools/lookup_command.h"
@@ -65,7 +65,7 @@ int Fail(const std::string& line) {
 int HashCheck(const std::vector<std::string>& files) {
   if (files.empty()) {
     return Fail("hash-check needs at least one golden file, e.g. "
-                "engramctl hash-check ../shared/golden/*.json");
+                "engramctl hash-check tests/golden/*.json");
   }
   int64_t passed = 0, failed = 0;
   for (const std::string& f : files) {

@@ -6,7 +6,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "shard/file_util.h"
+#include "common/file_util.h"
 #include "shard/gguf.h"
 #include "shard/importer.h"
 #include "tools/progress.h"

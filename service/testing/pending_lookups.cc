@@ -5,7 +5,7 @@
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "service/testing/server_test_util.h"
-#include "service/wire.h"
+#include "proto/wire.h"
 
 namespace engram::testing {
 

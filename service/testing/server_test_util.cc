@@ -3,11 +3,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -24,7 +20,6 @@
 #include "grpcpp/generic/generic_stub.h"
 #include "shard/importer.h"
 
-extern char** environ;
 
 namespace engram::testing {
 
@@ -52,19 +47,6 @@ absl::StatusOr<SmallShardedTable> MakeSmallShardedTable(
   absl::StatusOr<std::unique_ptr<TableReader>> table = TableReader::Open(table_dir);
   if (!table.ok()) return table.status();
   return SmallShardedTable{std::move(map), *std::move(table)};
-}
-
-TempDir::TempDir(const std::string& prefix) {
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string pattern =
-      absl::StrCat(base != nullptr ? base : "/tmp", "/", prefix, ".XXXXXX");
-  if (::mkdtemp(pattern.data()) == nullptr) std::abort();
-  path_ = pattern;
-}
-
-TempDir::~TempDir() {
-  std::error_code ignored;
-  std::filesystem::remove_all(path_, ignored);
 }
 
 std::shared_ptr<grpc::Channel> LocalChannel(int port) {
@@ -163,100 +145,6 @@ std::string ExpectedRows(const TableReader& table, uint32_t layer,
     if (!s.ok()) std::abort();
   }
   return out;
-}
-
-absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(
-    const std::vector<std::string>& argv) {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return absl::InternalError("pipe failed");
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
-  std::vector<char*> args;
-  for (const std::string& a : argv)
-    args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid;
-  const int rc =
-      ::posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  ::close(fds[1]);
-  if (rc != 0) {
-    ::close(fds[0]);
-    return absl::InternalError(absl::StrCat("cannot start ", argv[0]));
-  }
-  return std::unique_ptr<ChildProcess>(new ChildProcess(pid, fds[0]));
-}
-
-ChildProcess::~ChildProcess() {
-  if (!reaped_) {
-    ::kill(pid_, SIGKILL);
-    Wait();
-  }
-  ::close(stdout_fd_);
-}
-
-absl::StatusOr<std::string> ChildProcess::ReadLine(absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (true) {
-    const size_t nl = buffered_.find('\n');
-    if (nl != std::string::npos) {
-      std::string line = buffered_.substr(0, nl);
-      buffered_.erase(0, nl + 1);
-      return line;
-    }
-    const int64_t ms = absl::ToInt64Milliseconds(deadline - absl::Now());
-    if (ms <= 0) return absl::DeadlineExceededError("no line from the child");
-    pollfd p{stdout_fd_, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(ms)) <= 0) continue;
-    char buf[4096];
-    const ssize_t n = ::read(stdout_fd_, buf, sizeof(buf));
-    if (n <= 0) return absl::OutOfRangeError("child closed its stdout");
-    buffered_.append(buf, n);
-  }
-}
-
-void ChildProcess::Signal(int sig) { ::kill(pid_, sig); }
-
-int ChildProcess::Wait() {
-  if (!reaped_) {
-    ::waitpid(pid_, &wait_status_, 0);
-    reaped_ = true;
-  }
-  return wait_status_;
-}
-
-absl::StatusOr<int> RunCommand(const std::vector<std::string>& argv,
-                               const std::string& stdin_path,
-                               const std::string& stderr_path) {
-  std::vector<char*> args;
-  for (const std::string& a : argv)
-    args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  if (!stdin_path.empty()) {
-    posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, stdin_path.c_str(),
-                                     O_RDONLY, 0);
-  }
-  if (!stderr_path.empty()) {
-    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO,
-                                     stderr_path.c_str(),
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  }
-  pid_t pid;
-  // posix_spawnp: argv[0] may be a program on $PATH (promtool).
-  const int rc =
-      ::posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0)
-    return absl::InternalError(absl::StrCat("cannot start ", argv[0]));
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  if (!WIFEXITED(status)) {
-    return absl::InternalError(absl::StrCat(argv[0], " was killed"));
-  }
-  return WEXITSTATUS(status);
 }
 
 std::string ReadFile(const std::string& path) {

@@ -1,10 +1,8 @@
 // Helpers for tests that drive real shard servers: temporary directories,
 // the small synthetic table, raw gRPC calls, HTTP scrapes and child
-// processes. Test-only (library engram_server_testing).
+// processes (common/testing/child_process.h). Test-only (library engram_server_testing).
 #ifndef ENGRAM_SERVICE_TESTING_SERVER_TEST_UTIL_H_
 #define ENGRAM_SERVICE_TESTING_SERVER_TEST_UTIL_H_
-
-#include <sys/types.h>
 
 #include <cstdint>
 #include <functional>
@@ -18,24 +16,12 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/table.h"
+#include "common/testing/child_process.h"
+#include "common/testing/test_files.h"
 #include "grpcpp/grpcpp.h"
-#include "shard/shard_map.h"
+#include "common/shard_map.h"
 
 namespace engram::testing {
-
-// A fresh directory under $TEST_TMPDIR (or /tmp), removed with everything in
-// it when destroyed.
-class TempDir {
- public:
-  explicit TempDir(const std::string& prefix);
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 // The small table the server tests use: preset "small" (two Engram layers,
 // 66-byte rows) with engram_vocab_size 300, a few thousand rows per layer.
@@ -85,36 +71,6 @@ std::vector<uint64_t> AllOwnedIds(const ShardMap& map, uint32_t layer,
 std::string ExpectedRows(const TableReader& table, uint32_t layer,
                          const std::vector<uint64_t>& ids);
 
-// A child process (posix_spawn) with its stdout on a pipe.
-class ChildProcess {
- public:
-  static absl::StatusOr<std::unique_ptr<ChildProcess>> Spawn(
-      const std::vector<std::string>& argv);
-  ~ChildProcess();  // SIGKILLs the child if it still runs
-
-  pid_t pid() const { return pid_; }
-  // The next line of the child's stdout (without '\n'); DeadlineExceeded
-  // after `timeout`, OutOfRange at end of output.
-  absl::StatusOr<std::string> ReadLine(absl::Duration timeout);
-  void Signal(int sig);
-  // Waits for the child to exit (once); its raw wait status.
-  int Wait();
-
- private:
-  ChildProcess(pid_t pid, int stdout_fd) : pid_(pid), stdout_fd_(stdout_fd) {}
-  pid_t pid_;
-  int stdout_fd_;
-  bool reaped_ = false;
-  int wait_status_ = 0;
-  std::string buffered_;
-};
-
-// Runs argv to completion; its exit code, or an error when it could not be
-// started or was killed by a signal. stdin / stderr are redirected from / to
-// the given files when non-empty; otherwise they are this process's.
-absl::StatusOr<int> RunCommand(const std::vector<std::string>& argv,
-                               const std::string& stdin_path = "",
-                               const std::string& stderr_path = "");
 // The contents of a file ("" if it cannot be read).
 std::string ReadFile(const std::string& path);
 

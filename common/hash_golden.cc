@@ -1,4 +1,4 @@
-#include "client/hash_golden.h"
+#include "common/hash_golden.h"
 
 #include <fstream>
 #include <memory>
@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "client/engram_hash.h"
+#include "common/engram_hash.h"
 #include "common/layout_json.h"
 
 namespace engram {

@@ -1,8 +1,8 @@
 // Runs a hash golden file (layout + calls with expected row ids, the format
-// of ../shared/golden/README.md) through NgramHasher. Used by
+// of tests/golden/README.md) through NgramHasher. Used by
 // `engramctl hash-check` and by the tests.
-#ifndef ENGRAM_CLIENT_HASH_GOLDEN_H_
-#define ENGRAM_CLIENT_HASH_GOLDEN_H_
+#ifndef ENGRAM_COMMON_HASH_GOLDEN_H_
+#define ENGRAM_COMMON_HASH_GOLDEN_H_
 
 #include <cstdint>
 #include <string>
@@ -29,4 +29,4 @@ absl::StatusOr<HashGoldenResult> CheckHashGoldenFile(const std::string& path);
 
 }  // namespace engram
 
-#endif  // ENGRAM_CLIENT_HASH_GOLDEN_H_
+#endif  // ENGRAM_COMMON_HASH_GOLDEN_H_

@@ -1,4 +1,4 @@
-#include "shard/file_util.h"
+#include "common/file_util.h"
 
 #include <fcntl.h>
 #include <unistd.h>

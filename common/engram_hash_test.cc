@@ -1,10 +1,10 @@
-#include "client/engram_hash.h"
+#include "common/engram_hash.h"
 
 #include <filesystem>
 #include <fstream>
 #include <random>
 
-#include "client/hash_golden.h"
+#include "common/hash_golden.h"
 #include "gtest/gtest.h"
 
 namespace engram {

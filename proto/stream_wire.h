@@ -4,7 +4,7 @@
 // A shard server offers it on a port of its own, which it advertises in
 // InfoResponse.stream_port. The messages are the same serialized
 // LookupRequest / LookupResponse bytes the gRPC method carries
-// (service/wire.h); the stream only frames them. All integers are little
+// (proto/wire.h); the stream only frames them. All integers are little
 // endian.
 //
 //   connection: client hello, server hello, then frames both ways
@@ -23,8 +23,8 @@
 // request's id is known.
 //
 // Pure functions of their arguments; thread-safe.
-#ifndef ENGRAM_SERVICE_STREAM_WIRE_H_
-#define ENGRAM_SERVICE_STREAM_WIRE_H_
+#ifndef ENGRAM_PROTO_STREAM_WIRE_H_
+#define ENGRAM_PROTO_STREAM_WIRE_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -55,4 +55,4 @@ FrameHeader DecodeHeader(const uint8_t in[kHeaderBytes]);
 
 }  // namespace engram::stream
 
-#endif  // ENGRAM_SERVICE_STREAM_WIRE_H_
+#endif  // ENGRAM_PROTO_STREAM_WIRE_H_

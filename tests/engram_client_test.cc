@@ -20,7 +20,7 @@
 #include "gtest/gtest.h"
 #include "service/shard_server.h"
 #include "shard/importer.h"
-#include "shard/testing/shard_fixture.h"
+#include "common/testing/test_files.h"
 
 namespace engram {
 namespace {
@@ -74,6 +74,7 @@ class Cluster {
 std::unique_ptr<ShardServer> StartShard(int s, uint64_t ram_budget, bool stream = true,
                                         int advertise = 0) {
   ShardServerOptions o;
+  o.listen = "127.0.0.1:0";
   o.db_dir = Cluster::Get().shard_dir(s);
   o.ram_budget_bytes = ram_budget;
   o.stream_port = stream ? 0 : -1;

@@ -1,5 +1,5 @@
 // The hand codec against protobuf's own serializer and parser.
-#include "service/wire.h"
+#include "proto/wire.h"
 
 #include <cstdint>
 #include <random>

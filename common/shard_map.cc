@@ -1,9 +1,9 @@
-#include "shard/shard_map.h"
+#include "common/shard_map.h"
 
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "shard/file_util.h"
+#include "common/file_util.h"
 
 namespace engram {
 namespace {

@@ -1,4 +1,4 @@
-#include "service/stream_wire.h"
+#include "proto/stream_wire.h"
 
 #include <cstring>
 

@@ -1,4 +1,4 @@
-#include "client/engram_hash.h"
+#include "common/engram_hash.h"
 
 #include <algorithm>
 #include <limits>

@@ -5,8 +5,8 @@
 // per-sequence cache, form the 2..N-gram look-backs (pad before the start and
 // behind a masked position), multiply in wrapping int64, XOR-roll, then
 // floor-mod a prime per (order, head) plus that slot's offset.
-#ifndef ENGRAM_CLIENT_ENGRAM_HASH_H_
-#define ENGRAM_CLIENT_ENGRAM_HASH_H_
+#ifndef ENGRAM_COMMON_ENGRAM_HASH_H_
+#define ENGRAM_COMMON_ENGRAM_HASH_H_
 
 #include <cstdint>
 #include <memory>
@@ -118,4 +118,4 @@ class NgramHasher {
 
 }  // namespace engram
 
-#endif  // ENGRAM_CLIENT_ENGRAM_HASH_H_
+#endif  // ENGRAM_COMMON_ENGRAM_HASH_H_

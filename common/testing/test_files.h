@@ -1,7 +1,7 @@
-// Test helpers shared by the shard tests: scratch directories and a small
-// generated table.
-#ifndef ENGRAM_SHARD_TESTING_SHARD_FIXTURE_H_
-#define ENGRAM_SHARD_TESTING_SHARD_FIXTURE_H_
+// Test helpers for files: scratch directories, a small generated table, a
+// damaged byte. Test-only (library engram_common_testing).
+#ifndef ENGRAM_COMMON_TESTING_TEST_FILES_H_
+#define ENGRAM_COMMON_TESTING_TEST_FILES_H_
 
 #include <cstdint>
 #include <string>
@@ -10,11 +10,12 @@
 
 namespace engram::testing {
 
-// A fresh directory under $TMPDIR (or /tmp), removed with its contents on
-// destruction.
+// A fresh directory $TEST_TMPDIR/PREFIX.XXXXXX (else under $TMPDIR, else
+// /tmp), removed with everything in it on destruction. Aborts when it
+// cannot be made.
 class TempDir {
  public:
-  TempDir();
+  explicit TempDir(const std::string& prefix = "engram-test");
   ~TempDir();
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
@@ -36,4 +37,4 @@ absl::Status FlipByte(const std::string& path, uint64_t offset);
 
 }  // namespace engram::testing
 
-#endif  // ENGRAM_SHARD_TESTING_SHARD_FIXTURE_H_
+#endif  // ENGRAM_COMMON_TESTING_TEST_FILES_H_

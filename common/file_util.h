@@ -1,7 +1,7 @@
 // Small file-system helpers for the shard directory code: whole-file reads,
 // atomic replacement, recursive removal. Errors name the path.
-#ifndef ENGRAM_SHARD_FILE_UTIL_H_
-#define ENGRAM_SHARD_FILE_UTIL_H_
+#ifndef ENGRAM_COMMON_FILE_UTIL_H_
+#define ENGRAM_COMMON_FILE_UTIL_H_
 
 #include <cstdint>
 #include <string>
@@ -31,4 +31,4 @@ absl::StatusOr<uint64_t> HashFile(const std::string& path);
 
 }  // namespace engram
 
-#endif  // ENGRAM_SHARD_FILE_UTIL_H_
+#endif  // ENGRAM_COMMON_FILE_UTIL_H_

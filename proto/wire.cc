@@ -1,4 +1,4 @@
-#include "service/wire.h"
+#include "proto/wire.h"
 
 #include <grpc/slice.h>
 

@@ -39,7 +39,7 @@
 #include "rocksdb/sst_file_writer.h"
 #include "rocksdb/table.h"
 #include "rocksdb/table_properties.h"
-#include "shard/file_util.h"
+#include "common/file_util.h"
 #include "shard/shard_format.h"
 
 namespace engram {

@@ -1,24 +1,23 @@
-#include "shard/testing/shard_fixture.h"
+#include "common/testing/test_files.h"
 
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <cstdlib>
-#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/table_gen.h"
-#include "shard/file_util.h"
+#include "common/file_util.h"
 
 namespace engram::testing {
 
-TempDir::TempDir() {
-  const char* base = std::getenv("TMPDIR");
-  std::string tmpl = absl::StrCat(base != nullptr && *base ? base : "/tmp",
-                                  "/engram-shard-test-XXXXXX");
-  std::vector<char> buf(tmpl.begin(), tmpl.end());
-  buf.push_back('\0');
-  if (::mkdtemp(buf.data()) != nullptr) path_ = buf.data();
+TempDir::TempDir(const std::string& prefix) {
+  const char* base = std::getenv("TEST_TMPDIR");
+  if (base == nullptr || *base == '\0') base = std::getenv("TMPDIR");
+  if (base == nullptr || *base == '\0') base = "/tmp";
+  std::string pattern = absl::StrCat(base, "/", prefix, ".XXXXXX");
+  if (::mkdtemp(pattern.data()) == nullptr) std::abort();
+  path_ = pattern;
 }
 
 TempDir::~TempDir() {

@@ -16,8 +16,8 @@
 //
 // Everything here is a pure function of its arguments: thread-safe, no
 // global state.
-#ifndef ENGRAM_SERVICE_WIRE_H_
-#define ENGRAM_SERVICE_WIRE_H_
+#ifndef ENGRAM_PROTO_WIRE_H_
+#define ENGRAM_PROTO_WIRE_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -128,4 +128,4 @@ absl::StatusOr<uint64_t> LocateLookupResponseRows(const grpc::ByteBuffer& buffer
 
 }  // namespace engram::wire
 
-#endif  // ENGRAM_SERVICE_WIRE_H_
+#endif  // ENGRAM_PROTO_WIRE_H_

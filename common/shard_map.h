@@ -5,8 +5,8 @@
 // server refuses to start on data that does not match it, and the client
 // routes with it. Replica addresses are deployment data, filled in by whoever
 // deploys (the demo, Helm values); the store itself never needs them.
-#ifndef ENGRAM_SHARD_SHARD_MAP_H_
-#define ENGRAM_SHARD_SHARD_MAP_H_
+#ifndef ENGRAM_COMMON_SHARD_MAP_H_
+#define ENGRAM_COMMON_SHARD_MAP_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -74,4 +74,4 @@ struct ShardMap {
 
 }  // namespace engram
 
-#endif  // ENGRAM_SHARD_SHARD_MAP_H_
+#endif  // ENGRAM_COMMON_SHARD_MAP_H_

@@ -9,10 +9,10 @@
 #include "common/layout.h"
 #include "common/table.h"
 #include "gtest/gtest.h"
-#include "shard/file_util.h"
+#include "common/file_util.h"
 #include "shard/row_store.h"
 #include "shard/testing/gguf_writer.h"
-#include "shard/testing/shard_fixture.h"
+#include "common/testing/test_files.h"
 
 namespace engram {
 namespace {

@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""The layering check: which folders each folder's C++ sources may include.
+
+    layering_test.py ROOT        check the tree at ROOT (exit 1 on a violation)
+    layering_test.py --self-test check that the check catches what it exists for
+
+Folders are components (docs/architecture.md). An include of another
+folder's header ("shard/row_store.h", or the generated "engram/v1/..." of
+proto/) is allowed only along the arrows below; a folder may always include
+its own headers. A `testing/` helper folder may be included only from tests
+(`*_test.cc`, another `testing/` folder, tests/ and bench/). Every violation is
+printed with its file, line and include; the last line counts them.
+"""
+import os
+import re
+import sys
+import tempfile
+
+# folder -> the folders of ours its sources may include from.
+ALLOWED = {
+    "common": set(),
+    "proto": set(),
+    "client": {"common", "proto"},
+    "shard": {"common"},
+    "service": {"shard", "proto", "common"},
+    "tools": {"service", "client", "shard", "proto", "common"},
+    "bench": {"tools", "service", "client", "shard", "proto", "common"},
+    "tests": {"tools", "service", "client", "shard", "proto", "common"},
+}
+# Include prefixes that are not folder names: generated code of a folder.
+ALIASES = {"engram": "proto"}  # engram/v1/engram_store.pb.h, from proto/
+SOURCE_SUFFIXES = (".h", ".hh", ".hpp", ".cc", ".cpp", ".c")
+SKIP_DIRS = {".git", "node_modules", "build", "golden"}
+INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^">]+)[">]')
+
+
+def is_test_source(rel):
+    parts = rel.split("/")
+    return (parts[0] in ("tests", "bench") or "testing" in parts[1:-1]
+            or parts[-1].endswith("_test.cc"))
+
+
+def check_file(root, rel):
+    """Yields one message per bad include of ROOT/REL."""
+    folder = rel.split("/")[0]
+    allowed = ALLOWED[folder]
+    with open(os.path.join(root, rel), encoding="utf-8", errors="replace") as f:
+        for n, line in enumerate(f, 1):
+            m = INCLUDE.match(line)
+            if not m:
+                continue
+            path = m.group(1)
+            parts = path.split("/")
+            if len(parts) < 2:
+                continue
+            target = ALIASES.get(parts[0], parts[0])
+            if target not in ALLOWED:
+                continue  # not ours: absl/, grpcpp/, rocksdb/, gtest/ ...
+            if target != folder and target not in allowed:
+                may = (f"only {', '.join(sorted(allowed))}" if allowed
+                       else "nothing of ours but its own headers")
+                yield (f'{rel}:{n} includes "{path}": {folder}/ may include '
+                       f"{may} (docs/architecture.md)")
+            elif "testing" in parts[1:-1] and not is_test_source(rel):
+                yield (f'{rel}:{n} includes "{path}": a testing/ helper, '
+                       f"which only tests and benchmarks may include")
+
+
+def check_tree(root):
+    """Returns (files checked, messages)."""
+    messages, checked = [], 0
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.startswith("."))
+        for name in sorted(filenames):
+            if not name.endswith(SOURCE_SUFFIXES):
+                continue
+            rel = os.path.relpath(os.path.join(dirpath, name), root)
+            folder = rel.split("/")[0]
+            if "/" not in rel or folder == "examples":
+                continue
+            if folder not in ALLOWED:
+                messages.append(f"{rel}: C++ source in {folder}/, a folder the layering "
+                                "table of tests/layering_test.py does not list; add it there "
+                                "and to docs/architecture.md")
+                continue
+            checked += 1
+            messages.extend(check_file(root, rel))
+    return checked, messages
+
+
+def self_test():
+    """The five cross-folder includes the layout removed, and a testing/
+    helper in a daemon, must each be reported; a clean tree must not."""
+    bad = {
+        "client/a.cc": '#include "service/wire.h"',
+        "client/b.cc": '#include "service/stream_wire.h"',
+        "client/c.cc": '#include "shard/shard_map.h"',
+        "client/d.cc": '#include "shard/hot_profile.h"',
+        "shard/e.cc": '#include "client/engram_hash.h"',
+        "service/main.cc": '#include "service/testing/server_test_util.h"',
+        "common/f.h": '#include "engram/v1/engram_store.pb.h"',
+    }
+    good = {
+        "client/g.cc": '#include "client/x.h"\n#include "common/y.h"\n#include "proto/wire.h"\n'
+                       '#include "engram/v1/engram_store.grpc.pb.h"\n#include "absl/status/status.h"',
+        "service/h_test.cc": '#include "service/testing/server_test_util.h"\n#include "shard/row_store.h"',
+        "tests/i_test.cc": '#include "client/engram_client.h"\n#include "common/testing/test_files.h"',
+        "bench/j.cc": '#include "tools/demo/inference_loop.h"',
+    }
+    with tempfile.TemporaryDirectory() as root:
+        for rel, text in {**bad, **good}.items():
+            os.makedirs(os.path.join(root, os.path.dirname(rel)), exist_ok=True)
+            with open(os.path.join(root, rel), "w") as f:
+                f.write(text + "\n")
+        checked, messages = check_tree(root)
+    for m in messages:
+        print(f"layering self-test: reported {m}")
+    failures = []
+    for rel in bad:
+        if not any(m.startswith(rel + ":") for m in messages):
+            failures.append(f"{rel} ({bad[rel]}) was not reported")
+    for rel in good:
+        if any(m.startswith(rel + ":") for m in messages):
+            failures.append(f"{rel} was reported but is allowed")
+    for f in failures:
+        print(f"layering self-test: FAIL {f}")
+    print(f"layering self-test: {len(bad)} bad includes, {len(bad) - sum('was not' in f for f in failures)} "
+          f"reported; {len(good)} allowed files, {sum('is allowed' in f for f in failures)} reported")
+    return 1 if failures else 0
+
+
+def main(argv):
+    if argv[1:] == ["--self-test"]:
+        return self_test()
+    if len(argv) != 2:
+        print("usage: layering_test.py ROOT | --self-test", file=sys.stderr)
+        return 2
+    checked, messages = check_tree(argv[1])
+    for m in messages:
+        print(f"layering: {m}")
+    print(f"layering: {checked} files checked, {len(messages)} violations")
+    return 1 if messages else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
