@@ -36,6 +36,7 @@
 #include "bench/bench_client_setup.h"
 #include "bench/bench_client_shards.h"
 #include "client/engram_client.h"
+#include "common/flags.h"
 #include "common/table.h"
 #include "shard/hot_tier.h"
 #include "tools/demo/inference_loop.h"
@@ -50,9 +51,15 @@ ABSL_FLAG(std::string, tail_format, "cuckoo",
           "engramctl import --tail-format of the shards: cuckoo (this table's tail sits in "
           "the page cache) or block");
 ABSL_FLAG(std::string, local_cache_pcts, "1,5", "worker-side cache sizes, percent of the table");
-ABSL_FLAG(int32_t, batch, 64, "sequences per step");
-ABSL_FLAG(int32_t, prefill, 128, "prefill tokens per sequence");
-ABSL_FLAG(int32_t, blocks, 40, "simulated transformer blocks per step");
+// Library defaults where a flag stands for an option (ClientOptions,
+// InferenceLoopOptions, ShardServerOptions); the benchmark's own choices are
+// said in each flag's help.
+static const engram::ClientOptions kClientDefaults;
+static const engram::InferenceLoopOptions kLoopDefaults;
+
+ABSL_FLAG(int32_t, batch, kLoopDefaults.batch, "sequences per step");
+ABSL_FLAG(int32_t, prefill, kLoopDefaults.prefill, "prefill tokens per sequence");
+ABSL_FLAG(int32_t, blocks, kLoopDefaults.blocks, "simulated transformer blocks per step");
 ABSL_FLAG(std::string, block_us, "0,100,500",
           "simulated compute per block, microseconds (0 = closed loop)");
 ABSL_FLAG(int32_t, closed_loop_steps, 300, "decode steps of a closed-loop run");
@@ -72,8 +79,10 @@ ABSL_FLAG(bool, map_tail, true,
 ABSL_FLAG(int32_t, shard_reader_threads, 0,
           "engram-shard --reader-threads (0 = its default)");
 ABSL_FLAG(std::string, format, "bf16", "how the loop gathers rows: bf16, f32 or raw");
-ABSL_FLAG(int32_t, channels_per_replica, 1, "ClientOptions::channels_per_replica");
-ABSL_FLAG(uint32_t, max_rows_per_rpc, 16384, "ClientOptions::max_rows_per_rpc");
+ABSL_FLAG(int32_t, channels_per_replica, kClientDefaults.channels_per_replica,
+          "ClientOptions::channels_per_replica");
+ABSL_FLAG(uint32_t, max_rows_per_rpc, kClientDefaults.max_rows_per_rpc,
+          "ClientOptions::max_rows_per_rpc");
 ABSL_FLAG(std::string, transport, "row_stream",
           "ClientOptions::transport: row_stream (the default) or grpc");
 ABSL_FLAG(bool, http2_bdp_probe, false,
@@ -342,14 +351,8 @@ int Run() {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "engram-bench-client [--work-dir DIR] [--shards 1,2,3] [--hot-pct 10] ...\n"
-      "The client library end to end against engram-shard processes on 127.0.0.1.");
-  // Accept --work-dir as --work_dir, as engram-shard does.
-  for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], "--", 2) != 0 || argv[i][2] == '\0') continue;
-    for (char* p = argv[i] + 2; *p != '\0' && *p != '='; ++p) {
-      if (*p == '-') *p = '_';
-    }
-  }
-  absl::ParseCommandLine(argc, argv);
+      "The client library end to end against engram-shard processes on 127.0.0.1.\n"
+      "Flags may be spelled with dashes or underscores.");
+  engram::ParseFlags(argc, argv);
   return engram::bench::Run();
 }

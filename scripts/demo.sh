@@ -84,6 +84,6 @@ done
 
 # 4. The simulated inference loop.
 IFS=,
-"$bin/engram-demo" --table "$dir/table" --shard_map "$dir/shard-0/shard_map.json" \
-  --shards "${addrs[*]}" --metrics_ports "${mports[*]}" --trace "$dir/workload.trace" \
-  --block_us "${DEMO_BLOCK_US:-500}" --decode_steps "${DEMO_DECODE_STEPS:-150}"
+"$bin/engram-demo" --table "$dir/table" --shard-map "$dir/shard-0/shard_map.json" \
+  --shards "${addrs[*]}" --metrics-ports "${mports[*]}" --trace "$dir/workload.trace" \
+  --block-us "${DEMO_BLOCK_US:-500}" --decode-steps "${DEMO_DECODE_STEPS:-150}"

@@ -26,17 +26,20 @@
 #include "tools/progress.h"
 #include "tools/shard_commands.h"
 
+// gen-table defaults are GenTableOptions' (common/table_gen.h).
+static const engram::GenTableOptions kGenDefaults;
+
 ABSL_FLAG(std::string, out, "", "output directory (gen-table, import)");
-ABSL_FLAG(std::string, preset, "v41", "gen-table: table geometry, small or v41");
-ABSL_FLAG(int64_t, engram_vocab_size, 100000,
+ABSL_FLAG(std::string, preset, kGenDefaults.preset, "gen-table: table geometry, small or v41");
+ABSL_FLAG(int64_t, engram_vocab_size, kGenDefaults.engram_vocab_size,
           "gen-table: base size of the prime walk (released V4.1: 16000000)");
-ABSL_FLAG(int32_t, head_dim, 0, "gen-table: values per row (0 = preset's)");
-ABSL_FLAG(uint64_t, seed, 1, "gen-table: seed of the synthetic rows and token map");
-ABSL_FLAG(std::string, layout, "", "gen-table: take the hash layout from this JSON file");
-ABSL_FLAG(std::string, token_map, "",
+ABSL_FLAG(int32_t, head_dim, kGenDefaults.head_dim, "gen-table: values per row (0 = preset's)");
+ABSL_FLAG(uint64_t, seed, kGenDefaults.seed, "gen-table: seed of the synthetic rows and token map");
+ABSL_FLAG(std::string, layout, kGenDefaults.layout_file, "gen-table: take the hash layout from this JSON file");
+ABSL_FLAG(std::string, token_map, kGenDefaults.token_map_file,
           "gen-table: token map JSON (tools/make-token-map) instead of a random one");
-ABSL_FLAG(std::string, table_name, "engram-synthetic", "gen-table: table name");
-ABSL_FLAG(uint64_t, table_version, 1, "gen-table, import --gguf: table version");
+ABSL_FLAG(std::string, table_name, kGenDefaults.table_name, "gen-table: table name");
+ABSL_FLAG(uint64_t, table_version, kGenDefaults.version, "gen-table, import --gguf: table version");
 
 namespace {
 

@@ -13,17 +13,20 @@
 
 ABSL_DECLARE_FLAG(std::string, out);
 ABSL_DECLARE_FLAG(uint64_t, table_version);
-ABSL_FLAG(std::string, table, "", "import: the table directory to shard");
-ABSL_FLAG(std::string, gguf, "", "import: a DeepSeek-V4.1 GGUF file to shard instead of --table");
+// import defaults are ImportOptions' (shard/importer.h).
+static const engram::ImportOptions kImportDefaults;
+
+ABSL_FLAG(std::string, table, kImportDefaults.table_dir, "import: the table directory to shard");
+ABSL_FLAG(std::string, gguf, kImportDefaults.gguf_path, "import: a DeepSeek-V4.1 GGUF file to shard instead of --table");
 ABSL_FLAG(std::string, shards, "",
           "import: the number of shards K; lookup: the shard addresses, shard 0 "
           "first, comma-separated, replicas of one shard joined by '|'");
-ABSL_FLAG(std::string, tail_format, "block",
+ABSL_FLAG(std::string, tail_format, engram::TailFormatName(kImportDefaults.tail_format),
           "import: how the rows are stored: block (block-based tables; any size, works "
           "with engram-shard --direct-io) or cuckoo (CuckooTables read through mmap, "
           "~5x less CPU a row when the page cache holds the tail)");
 ABSL_FLAG(int32_t, shard_index, -1, "import: which shard to build, 0..shards-1");
-ABSL_FLAG(std::string, profile_trace, "",
+ABSL_FLAG(std::string, profile_trace, kImportDefaults.profile_trace,
           "import: token trace (one sequence per line) for the hot-row profile");
 ABSL_FLAG(std::string, from_gguf, "", "layout: the GGUF file to read the hash layout from");
 

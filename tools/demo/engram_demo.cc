@@ -11,13 +11,15 @@
 // Exit 0 only when W == 0 and nothing failed.
 #include <algorithm>
 #include <cstdio>
+#include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "client/engram_client.h"
+#include "common/flags.h"
 #include "common/metrics/scrape.h"
 #include "common/table.h"
 #include "tools/demo/inference_loop.h"
@@ -28,19 +30,28 @@ ABSL_FLAG(std::string, shard_map, "", "shard_map.json of the deployment");
 ABSL_FLAG(std::string, shards, "", "shard addresses, shard 0 first: host:port,...");
 ABSL_FLAG(std::string, metrics_ports, "", "the shards' /metrics ports, same order");
 ABSL_FLAG(std::string, trace, "", "token trace: one sequence per line");
-ABSL_FLAG(int32_t, batch, 64, "sequences per step");
-ABSL_FLAG(int32_t, prefill, 128, "prefill tokens per sequence");
-ABSL_FLAG(int32_t, decode_steps, 150, "decode steps after the prefill");
-ABSL_FLAG(int32_t, blocks, 40, "simulated transformer blocks per step");
-ABSL_FLAG(int32_t, block_us, 500, "simulated compute per block, microseconds");
-ABSL_FLAG(int32_t, verify_per_layer, 64, "rows verified per layer per step");
-ABSL_FLAG(uint64_t, seed, 1, "seed of the verification sample");
+// Loop defaults are InferenceLoopOptions' (tools/demo/inference_loop.h).
+static const engram::InferenceLoopOptions kLoopDefaults;
+
+ABSL_FLAG(int32_t, batch, kLoopDefaults.batch, "sequences per step");
+ABSL_FLAG(int32_t, prefill, kLoopDefaults.prefill, "prefill tokens per sequence");
+ABSL_FLAG(int32_t, decode_steps, kLoopDefaults.decode_steps, "decode steps after the prefill");
+ABSL_FLAG(int32_t, blocks, kLoopDefaults.blocks, "simulated transformer blocks per step");
+ABSL_FLAG(int32_t, block_us,
+          static_cast<int32_t>(absl::ToInt64Microseconds(kLoopDefaults.block_time)),
+          "simulated compute per block, microseconds");
+ABSL_FLAG(int32_t, verify_per_layer, kLoopDefaults.verify_per_layer, "rows verified per layer per step");
+ABSL_FLAG(uint64_t, seed, kLoopDefaults.seed, "seed of the verification sample");
+// Two deliberate departures from the library defaults, for a latency-bound
+// decode loop on a machine the shards share: no HTTP/2 probe pings, and a
+// loop thread that stands for an accelerator's timeline.
 ABSL_FLAG(bool, http2_bdp_probe, false,
-          "ClientOptions::http2_bdp_probe, for shards without a row stream (off: no ~10 ms "
-          "stalls on decode steps)");
+          "ClientOptions::http2_bdp_probe (library default on), for shards without a row "
+          "stream (off: no ~10 ms stalls on decode steps)");
 ABSL_FLAG(bool, realtime_loop, true,
-          "run the simulated model's thread under SCHED_FIFO, so CPU contention "
-          "from the shards cannot stretch its blocks and hide fetch time");
+          "InferenceLoopOptions::realtime (library default off): run the simulated model's "
+          "thread under SCHED_FIFO, so CPU contention from the shards cannot stretch its "
+          "blocks and hide fetch time");
 
 namespace engram {
 namespace {
@@ -164,6 +175,16 @@ int Run() {
 }  // namespace engram
 
 int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
+  absl::SetProgramUsageMessage(
+      "engram-demo --table DIR --shards host:port,... [--flag=value ...]\n"
+      "A simulated inference loop against a running deployment; its last line is\n"
+      "  demo: N rows verified, W wrong, exposed wait X.X% of step time\n"
+      "Flags may be spelled with dashes or underscores.");
+  const std::vector<char*> positional = engram::ParseFlags(argc, argv);
+  if (positional.size() > 1) {
+    std::fprintf(stderr, "engram-demo: unexpected argument '%s'; every input is a --flag\n",
+                 positional[1]);
+    return 2;
+  }
   return engram::Run();
 }
