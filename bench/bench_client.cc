@@ -37,6 +37,7 @@
 #include "bench/bench_client_shards.h"
 #include "client/engram_client.h"
 #include "common/flags.h"
+#include "common/status_macros.h"
 #include "common/table.h"
 #include "shard/hot_tier.h"
 #include "tools/demo/inference_loop.h"
@@ -141,11 +142,10 @@ struct Env {
 };
 
 absl::StatusOr<RunOutcome> RunOne(const Env& env, const RunSpec& spec) {
-  absl::StatusOr<std::vector<std::string>> dirs = PrepareShards(env.workload, spec.shards, env.tail_format);
-  if (!dirs.ok()) return dirs.status();
+  ASSIGN_OR_RETURN(std::vector<std::string> dirs, PrepareShards(env.workload, spec.shards, env.tail_format));
   Deployment::Options d;
   d.binary = env.shard_binary;
-  d.shard_dirs = *dirs;
+  d.shard_dirs = dirs;
   d.hot_share = absl::GetFlag(FLAGS_hot_pct) / 100.0;
   d.log_dir = env.log_dir;
   d.reader_threads = absl::GetFlag(FLAGS_shard_reader_threads);
@@ -154,27 +154,24 @@ absl::StatusOr<RunOutcome> RunOne(const Env& env, const RunSpec& spec) {
   const uint64_t local_cache_bytes =
       static_cast<uint64_t>(spec.local_cache_pct / 100.0 * static_cast<double>(env.table_bytes));
   if (absl::GetFlag(FLAGS_shards_skip_worker_cache)) d.worker_cache_bytes = local_cache_bytes;
-  absl::StatusOr<std::unique_ptr<Deployment>> dep = Deployment::Start(d);
-  if (!dep.ok()) return dep.status();
+  ASSIGN_OR_RETURN(std::unique_ptr<Deployment> dep, Deployment::Start(d));
 
   ClientOptions co;
   co.table_dir = env.workload.table_dir;
-  co.shard_map_path = (*dep)->shard_map_path();
-  for (const std::string& a : (*dep)->addresses()) co.shard_addresses.push_back({a});
+  co.shard_map_path = dep->shard_map_path();
+  for (const std::string& a : dep->addresses()) co.shard_addresses.push_back({a});
   co.channels_per_replica = absl::GetFlag(FLAGS_channels_per_replica);
   co.max_rows_per_rpc = absl::GetFlag(FLAGS_max_rows_per_rpc);
   co.http2_bdp_probe = absl::GetFlag(FLAGS_http2_bdp_probe);
   co.transport = absl::GetFlag(FLAGS_transport) == "grpc" ? Transport::kGrpc : Transport::kRowStream;
   co.local_cache_bytes = local_cache_bytes;
-  if (co.local_cache_bytes > 0) co.local_cache_profiles = (*dep)->hot_profiles();
-  absl::StatusOr<std::unique_ptr<EngramClient>> client = EngramClient::Create(co);
-  if (!client.ok()) return client.status();
-  absl::StatusOr<TierRows> before = (*dep)->Tiers();
-  if (!before.ok()) return before.status();
+  if (co.local_cache_bytes > 0) co.local_cache_profiles = dep->hot_profiles();
+  ASSIGN_OR_RETURN(std::unique_ptr<EngramClient> client, EngramClient::Create(co));
+  ASSIGN_OR_RETURN(TierRows before, dep->Tiers());
 
   RunOutcome out;
   out.spec = spec;
-  out.local_cache_bytes = (*client)->local_cache_bytes();
+  out.local_cache_bytes = client->local_cache_bytes();
   InferenceLoopOptions lo;
   lo.trace = &env.trace;
   lo.batch = absl::GetFlag(FLAGS_batch);
@@ -188,20 +185,18 @@ absl::StatusOr<RunOutcome> RunOne(const Env& env, const RunSpec& spec) {
   lo.verify_table = env.table.get();
   lo.measure_skew = spec.measure_skew;
   lo.max_run_time = absl::Seconds(absl::GetFlag(FLAGS_max_run_seconds));
-  double shard_cpu0 = (*dep)->cpu_seconds();
+  double shard_cpu0 = dep->cpu_seconds();
   const bool has_prefill = lo.prefill > 0;
   lo.progress = [&](int done, int) {  // the decode steps start after step 1
-    if (has_prefill && done == 1) shard_cpu0 = (*dep)->cpu_seconds();
+    if (has_prefill && done == 1) shard_cpu0 = dep->cpu_seconds();
   };
-  absl::StatusOr<InferenceLoopResult> r = RunInferenceLoop(**client, lo);
-  if (!r.ok()) return r.status();
-  out.loop = *std::move(r);
-  out.shard_cpu_seconds = (*dep)->cpu_seconds() - shard_cpu0;
-  absl::StatusOr<TierRows> after = (*dep)->Tiers();
-  if (!after.ok()) return after.status();
-  out.tiers = {after->pinned - before->pinned, after->cached - before->cached,
-               after->disk - before->disk};
-  out.hot_bytes = (*dep)->hot_bytes();
+  ASSIGN_OR_RETURN(InferenceLoopResult r, RunInferenceLoop(*client, lo));
+  out.loop = std::move(r);
+  out.shard_cpu_seconds = dep->cpu_seconds() - shard_cpu0;
+  ASSIGN_OR_RETURN(TierRows after, dep->Tiers());
+  out.tiers = {after.pinned - before.pinned, after.cached - before.cached,
+               after.disk - before.disk};
+  out.hot_bytes = dep->hot_bytes();
   return out;
 }
 
@@ -236,9 +231,8 @@ absl::StatusOr<Env> MakeEnv() {
   wo.demo_dir = build + "/demo";
   wo.source_dir = ENGRAM_SOURCE_DIR;
   wo.engram_vocab_size = absl::GetFlag(FLAGS_vocab);
-  absl::StatusOr<Workload> w = PrepareWorkload(wo);
-  if (!w.ok()) return w.status();
-  env.workload = *std::move(w);
+  ASSIGN_OR_RETURN(Workload w, PrepareWorkload(wo));
+  env.workload = std::move(w);
   env.shard_binary = absl::GetFlag(FLAGS_shard_binary).empty() ? bin + "/engram-shard"
                                                                : absl::GetFlag(FLAGS_shard_binary);
   if (access(env.shard_binary.c_str(), X_OK) != 0) {
@@ -246,15 +240,13 @@ absl::StatusOr<Env> MakeEnv() {
                                             "; build it or pass --shard-binary PATH"));
   }
   env.log_dir = wo.work_dir;
-  absl::StatusOr<std::unique_ptr<TableReader>> table = TableReader::Open(env.workload.table_dir);
-  if (!table.ok()) return table.status();
-  env.table = *std::move(table);
+  ASSIGN_OR_RETURN(std::unique_ptr<TableReader> table, TableReader::Open(env.workload.table_dir));
+  env.table = std::move(table);
   for (const LayerInfo& l : env.table->manifest().layers) {
     env.table_bytes += l.rows * static_cast<uint64_t>(l.row_bytes);
   }
-  absl::StatusOr<TokenTrace> trace = TokenTrace::Load(env.workload.workload_trace);
-  if (!trace.ok()) return trace.status();
-  env.trace = *std::move(trace);
+  ASSIGN_OR_RETURN(TokenTrace trace, TokenTrace::Load(env.workload.workload_trace));
+  env.trace = std::move(trace);
   return env;
 }
 
@@ -263,11 +255,8 @@ absl::StatusOr<Env> MakeEnv() {
 absl::StatusOr<std::vector<RunSpec>> Plan() {
   absl::StatusOr<std::vector<double>> shards = ParseList("shards", absl::GetFlag(FLAGS_shards));
   if (!shards.ok()) return shards.status();
-  absl::StatusOr<std::vector<double>> block_us = ParseList("block_us", absl::GetFlag(FLAGS_block_us));
-  if (!block_us.ok()) return block_us.status();
-  absl::StatusOr<std::vector<double>> caches =
-      ParseList("local_cache_pcts", absl::GetFlag(FLAGS_local_cache_pcts));
-  if (!caches.ok()) return caches.status();
+  ASSIGN_OR_RETURN(std::vector<double> block_us, ParseList("block_us", absl::GetFlag(FLAGS_block_us)));
+  ASSIGN_OR_RETURN(std::vector<double> caches, ParseList("local_cache_pcts", absl::GetFlag(FLAGS_local_cache_pcts)));
   int most = 0;
   for (double s : *shards) {
     if (s < 1 || s != static_cast<int>(s)) {
@@ -282,14 +271,14 @@ absl::StatusOr<std::vector<RunSpec>> Plan() {
   };
   std::vector<RunSpec> plan;
   for (double s : *shards) {
-    for (double us : *block_us) {
+    for (double us : block_us) {
       // The traffic's skew is counted once: on the headline configuration.
-      const bool skew = s == most && us == block_us->back();
+      const bool skew = s == most && us == block_us.back();
       plan.push_back({static_cast<int>(s), absl::Microseconds(us), steps(us), 0, skew});
     }
   }
-  for (double pct : *caches) {
-    for (double us : *block_us) {
+  for (double pct : caches) {
+    for (double us : block_us) {
       if (pct > 0 && us > 0) plan.push_back({most, absl::Microseconds(us), steps(us), pct, false});
     }
   }

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/status_macros.h"
 #include "common/table_gen.h"
 #include "service/testing/server_test_util.h"
 #include "common/file_util.h"
@@ -25,10 +26,9 @@ void Say(const std::string& line) { std::fprintf(stderr, "bench-client: %s\n", l
 
 // Runs a tool of the repository; OK only when it exits 0.
 absl::Status RunTool(const std::vector<std::string>& argv, const std::string& log) {
-  absl::StatusOr<int> rc = testing::RunCommand(argv, "/dev/null", log);
-  if (!rc.ok()) return rc.status();
-  if (*rc != 0) {
-    return absl::InternalError(absl::StrCat(argv[0], " exited with ", *rc, " (see ", log, ")"));
+  ASSIGN_OR_RETURN(int rc, testing::RunCommand(argv, "/dev/null", log));
+  if (rc != 0) {
+    return absl::InternalError(absl::StrCat(argv[0], " exited with ", rc, " (see ", log, ")"));
   }
   return absl::OkStatus();
 }
@@ -51,8 +51,8 @@ absl::Status DefaultTrace(const WorkloadOptions& o, std::string* trace, std::str
     const std::string demo_map = o.demo_dir + "/token_map.json";
     if (!o.demo_dir.empty() && NonEmpty(demo_corpus) && NonEmpty(demo_map)) {
       Say("real-text trace from " + o.demo_dir);
-      if (absl::Status s = CopyFile(demo_map, token_map); !s.ok()) return s;
-      if (absl::Status s = CopyFile(demo_corpus, corpus); !s.ok()) return s;
+      RETURN_IF_ERROR(CopyFile(demo_map, token_map));
+      RETURN_IF_ERROR(CopyFile(demo_corpus, corpus));
     } else {
       Say("tokenising the default corpus (tools/make-trace, about a minute, once)");
       const std::string log = o.work_dir + "/make-trace.log";
@@ -65,12 +65,9 @@ absl::Status DefaultTrace(const WorkloadOptions& o, std::string* trace, std::str
         Say(absl::StrCat("no real-text trace (", s.message(), "); using a Zipf trace"));
         const std::string zipf = o.work_dir + "/zipf.trace";
         if (!NonEmpty(zipf)) {
-          if (absl::Status z = RunTool({o.source_dir + "/tools/make-zipf-trace", "--out", zipf,
+          RETURN_IF_ERROR(RunTool({o.source_dir + "/tools/make-zipf-trace", "--out", zipf,
                                         "--sequences", "1024", "--length", "2048"},
-                                       o.work_dir + "/make-zipf-trace.log");
-              !z.ok()) {
-            return z;
-          }
+                                       o.work_dir + "/make-zipf-trace.log"));
         }
         *trace = zipf;
         map->clear();
@@ -107,20 +104,18 @@ absl::StatusOr<Workload> PrepareWorkload(const WorkloadOptions& o) {
   Workload w;
   std::string trace = o.trace, token_map = o.token_map;
   if (trace.empty()) {
-    if (absl::Status s = DefaultTrace(o, &trace, &token_map, &w.description); !s.ok()) return s;
+    RETURN_IF_ERROR(DefaultTrace(o, &trace, &token_map, &w.description));
   } else {
     w.description = "token trace " + trace;
   }
-  absl::StatusOr<uint64_t> trace_hash = HashFile(trace);
-  if (!trace_hash.ok()) return trace_hash.status();
+  ASSIGN_OR_RETURN(uint64_t trace_hash, HashFile(trace));
   uint64_t map_hash = 0;
   if (!token_map.empty()) {
-    absl::StatusOr<uint64_t> h = HashFile(token_map);
-    if (!h.ok()) return h.status();
-    map_hash = *h;
+    ASSIGN_OR_RETURN(uint64_t h, HashFile(token_map));
+    map_hash = h;
   }
   w.dir = absl::StrFormat("%s/%s-vocab%d-%08x", o.work_dir, o.preset, o.engram_vocab_size,
-                          static_cast<uint32_t>(*trace_hash ^ (map_hash * 31)));
+                          static_cast<uint32_t>(trace_hash ^ (map_hash * 31)));
   w.profile_trace = w.dir + "/profile.trace";
   w.workload_trace = w.dir + "/workload.trace";
   w.table_dir = w.dir + "/table";
@@ -131,10 +126,10 @@ absl::StatusOr<Workload> PrepareWorkload(const WorkloadOptions& o) {
   if (have.ok() && *have == want) return w;
 
   // Build afresh: a directory without a matching stamp is half-built.
-  if (absl::Status s = RemoveTree(w.dir); !s.ok()) return s;
+  RETURN_IF_ERROR(RemoveTree(w.dir));
   fs::create_directories(w.dir, ec);
   if (ec) return absl::InternalError(absl::StrCat("cannot create ", w.dir, ": ", ec.message()));
-  if (absl::Status s = SplitTrace(trace, w.profile_trace, w.workload_trace); !s.ok()) return s;
+  RETURN_IF_ERROR(SplitTrace(trace, w.profile_trace, w.workload_trace));
   Say(absl::StrCat("generating a ", o.preset, "-geometry table (engram_vocab_size ", o.engram_vocab_size,
                    ") in ", w.table_dir));
   GenTableOptions g;
@@ -145,7 +140,7 @@ absl::StatusOr<Workload> PrepareWorkload(const WorkloadOptions& o) {
   if (absl::Status s = GenerateTable(g, {}); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("generating the table: ", s.message()));
   }
-  if (absl::Status s = WriteFileAtomically(stamp, want); !s.ok()) return s;
+  RETURN_IF_ERROR(WriteFileAtomically(stamp, want));
   return w;
 }
 

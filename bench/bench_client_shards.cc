@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "bench/proc_stat.h"
 #include "common/metrics/scrape.h"
+#include "common/status_macros.h"
 #include "shard/shard_format.h"
 #include "common/shard_map.h"
 
@@ -15,16 +16,14 @@ namespace {
 // Bytes of the rows shard `dir` holds, counted as the hot tier counts them
 // (every row at the largest row size of the table).
 absl::StatusOr<uint64_t> ShardRowBytes(const std::string& dir, ShardMap* map_out) {
-  absl::StatusOr<ShardMap> map = ShardMap::Load(dir + "/shard_map.json");
-  if (!map.ok()) return map.status();
-  absl::StatusOr<ShardInfo> info = ShardInfo::Load(absl::StrCat(dir, "/", kShardInfoFile));
-  if (!info.ok()) return info.status();
-  const uint32_t stride = *std::max_element(map->row_bytes.begin(), map->row_bytes.end());
+  ASSIGN_OR_RETURN(ShardMap map, ShardMap::Load(dir + "/shard_map.json"));
+  ASSIGN_OR_RETURN(ShardInfo info, ShardInfo::Load(absl::StrCat(dir, "/", kShardInfoFile)));
+  const uint32_t stride = *std::max_element(map.row_bytes.begin(), map.row_bytes.end());
   uint64_t rows = 0;
-  for (uint32_t l = 0; l < map->layer_rows.size(); ++l) {
-    rows += map->RowsOnShard(l, info->shard_index);
+  for (uint32_t l = 0; l < map.layer_rows.size(); ++l) {
+    rows += map.RowsOnShard(l, info.shard_index);
   }
-  *map_out = *std::move(map);
+  *map_out = std::move(map);
   return rows * stride;
 }
 
@@ -56,9 +55,8 @@ absl::StatusOr<std::unique_ptr<Deployment>> Deployment::Start(const Options& o) 
                       {"--worker-cache-bytes", absl::StrCat(o.worker_cache_bytes)});
     }
     po.stderr_path = absl::StrCat(o.log_dir, "/shard-", i, "-of-", o.shard_dirs.size(), ".err");
-    absl::StatusOr<std::unique_ptr<testing::ShardProcess>> p = testing::ShardProcess::Start(po);
-    if (!p.ok()) return p.status();
-    d->shards_.push_back(*std::move(p));
+    ASSIGN_OR_RETURN(std::unique_ptr<testing::ShardProcess> p, testing::ShardProcess::Start(po));
+    d->shards_.push_back(std::move(p));
     d->hot_profiles_.push_back(absl::StrCat(dir, "/", kHotProfileFile));
     d->hot_bytes_ += budget;
   }
@@ -101,9 +99,8 @@ double Deployment::cpu_seconds() const {
 absl::StatusOr<TierRows> Deployment::Tiers() const {
   TierRows t;
   for (const auto& s : shards_) {
-    absl::StatusOr<metrics::HttpResponse> r = metrics::HttpGet(s->metrics_port(), "/metrics");
-    if (!r.ok()) return r.status();
-    const std::vector<metrics::Sample> samples = metrics::ParseSamples(r->body);
+    ASSIGN_OR_RETURN(metrics::HttpResponse r, metrics::HttpGet(s->metrics_port(), "/metrics"));
+    const std::vector<metrics::Sample> samples = metrics::ParseSamples(r.body);
     t.pinned += metrics::SumSamples(samples, "engram_shard_rows_total", {{"tier", "pinned"}});
     t.cached += metrics::SumSamples(samples, "engram_shard_rows_total", {{"tier", "cached"}});
     t.disk += metrics::SumSamples(samples, "engram_shard_rows_total", {{"tier", "disk"}});

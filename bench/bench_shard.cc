@@ -44,6 +44,7 @@
 #include "bench/raw_disk.h"
 #include "bench/tcp_exchange.h"
 #include "common/flags.h"
+#include "common/status_macros.h"
 
 ABSL_FLAG(std::string, work_dir, "/tmp/engram-bench-shard",
           "where the table's shard is built; reused when built with the "
@@ -110,9 +111,8 @@ struct Phase {
 absl::Status RunPhase(Phase& phase, const LoopLimits& limits, bool record) {
   ServerCounters before;
   if (phase.counters && record) {
-    absl::StatusOr<ServerCounters> c = phase.counters();
-    if (!c.ok()) return c.status();
-    before = *c;
+    ASSIGN_OR_RETURN(ServerCounters c, phase.counters());
+    before = c;
   }
   absl::StatusOr<LoopResult> result = phase.run(limits);
   if (!result.ok()) {
@@ -122,9 +122,8 @@ absl::Status RunPhase(Phase& phase, const LoopLimits& limits, bool record) {
   }
   if (!record) return absl::OkStatus();
   if (phase.counters) {
-    absl::StatusOr<ServerCounters> after = phase.counters();
-    if (!after.ok()) return after.status();
-    phase.served += *after - before;
+    ASSIGN_OR_RETURN(ServerCounters after, phase.counters());
+    phase.served += after - before;
   }
   phase.total.Merge(*result);
   return absl::OkStatus();
@@ -137,7 +136,7 @@ absl::Status Measure(const std::vector<Phase*>& phases, absl::Duration warmup,
   LoopLimits warm;
   warm.duration = warmup;
   for (Phase* p : phases) {
-    if (absl::Status s = RunPhase(*p, warm, false); !s.ok()) return s;
+    RETURN_IF_ERROR(RunPhase(*p, warm, false));
   }
   LoopLimits round;
   round.duration = absl::GetFlag(FLAGS_duration) / rounds;
@@ -145,7 +144,7 @@ absl::Status Measure(const std::vector<Phase*>& phases, absl::Duration warmup,
       std::max<uint64_t>(1, absl::GetFlag(FLAGS_max_requests) / rounds);
   for (int r = 0; r < rounds; ++r) {
     for (Phase* p : phases) {
-      if (absl::Status s = RunPhase(*p, round, true); !s.ok()) return s;
+      RETURN_IF_ERROR(RunPhase(*p, round, true));
     }
   }
   return absl::OkStatus();
@@ -191,7 +190,7 @@ FetchStep TcpFetcher(std::shared_ptr<TcpRowClient> client, const Workload& w) {
   return [client, rows, piece, layers, &w](size_t step) mutable
          -> absl::StatusOr<RowPieces> {
     for (int l = 0; l < w.steps.n_layers(); ++l) layers[l] = w.steps.Layer(step, l);
-    if (absl::Status s = client->Exchange(layers, *rows); !s.ok()) return s;
+    RETURN_IF_ERROR(client->Exchange(layers, *rows));
     return RowPieces(piece.get(), 1);
   };
 }
@@ -210,12 +209,11 @@ Phase DiskPhase(const Workload& w) {
     o.block_bytes = kDiskBlock;
     o.duration = l.duration;
     o.max_reads = l.max_requests * w.steps.ids_per_step();
-    absl::StatusOr<RawDiskResult> r = MeasureRandomReads(o);
-    if (!r.ok()) return r.status();
+    ASSIGN_OR_RETURN(RawDiskResult r, MeasureRandomReads(o));
     LoopResult result;
-    result.requests = r->reads;
-    result.seconds = r->seconds;
-    result.latency_us = std::move(r->latency_us);
+    result.requests = r.reads;
+    result.seconds = r.seconds;
+    result.latency_us = std::move(r.latency_us);
     return result;
   };
   return p;
@@ -310,19 +308,14 @@ absl::Status MeasureHot(const Workload& w, int rounds, absl::Duration warmup,
   tcp_options.layer_base.assign(w.rows.layer_base().begin(),
                                 w.rows.layer_base().end());
   tcp_options.layer_rows = w.table.map.layer_rows;
-  absl::StatusOr<std::unique_ptr<TcpRowServer>> tcp_server =
-      TcpRowServer::Start(tcp_options);
-  if (!tcp_server.ok()) return tcp_server.status();
-  absl::StatusOr<std::unique_ptr<TcpRowClient>> tcp_client =
-      TcpRowClient::Connect((*tcp_server)->port());
-  if (!tcp_client.ok()) return tcp_client.status();
-  auto daemon = StartDaemon(w, w.table.shard_bytes, false);
-  if (!daemon.ok()) return daemon.status();
-  const int port = (*daemon)->port();
+  ASSIGN_OR_RETURN(std::unique_ptr<TcpRowServer> tcp_server, TcpRowServer::Start(tcp_options));
+  ASSIGN_OR_RETURN(std::unique_ptr<TcpRowClient> tcp_client, TcpRowClient::Connect(tcp_server->port()));
+  ASSIGN_OR_RETURN(auto daemon, StartDaemon(w, w.table.shard_bytes, false));
+  const int port = daemon->port();
 
   Phase tcp = StepPhase("hot 100%", "bare TCP exchange (ceiling)",
-                        {TcpFetcher(std::move(*tcp_client), w)}, w);
-  tcp.counters = [s = tcp_server->get()]() -> absl::StatusOr<ServerCounters> {
+                        {TcpFetcher(std::move(tcp_client), w)}, w);
+  tcp.counters = [s = tcp_server.get()]() -> absl::StatusOr<ServerCounters> {
     const TcpRowServerStats stats = s->stats();
     ServerCounters c;
     c.requests = static_cast<double>(stats.requests);
@@ -335,12 +328,12 @@ absl::Status MeasureHot(const Workload& w, int rounds, absl::Duration warmup,
                         {GrpcFetcher<RawLookupClient>(port, w)}, w);
   Phase proto = StepPhase("hot 100%", "gRPC protobuf stub",
                           {GrpcFetcher<ProtoLookupClient>(port, w)}, w);
-  AttachDaemon(daemon->get(), &raw);
-  AttachDaemon(daemon->get(), &proto);
+  AttachDaemon(daemon.get(), &raw);
+  AttachDaemon(daemon.get(), &proto);
   std::vector<Phase*> phases = {&tcp, &raw};
   report->has_proto = absl::GetFlag(FLAGS_proto);
   if (report->has_proto) phases.push_back(&proto);
-  if (absl::Status s = Measure(phases, warmup, rounds); !s.ok()) return s;
+  RETURN_IF_ERROR(Measure(phases, warmup, rounds));
   report->tcp = Summarize(tcp);
   report->raw = Summarize(raw);
   report->proto = Summarize(proto);
@@ -351,12 +344,11 @@ absl::Status MeasureHot(const Workload& w, int rounds, absl::Duration warmup,
 // cache), the rest from RocksDB through the page cache.
 absl::Status MeasureTenth(const Workload& w, absl::Duration warmup,
                           Report* report) {
-  auto daemon = StartDaemon(w, w.table.shard_bytes / 10, false);
-  if (!daemon.ok()) return daemon.status();
+  ASSIGN_OR_RETURN(auto daemon, StartDaemon(w, w.table.shard_bytes / 10, false));
   Phase tenth = StepPhase("hot 10%", "gRPC raw ByteBuffer (ours)",
-                          {GrpcFetcher<RawLookupClient>((*daemon)->port(), w)}, w);
-  AttachDaemon(daemon->get(), &tenth);
-  if (absl::Status s = Measure({&tenth}, warmup * 2, 1); !s.ok()) return s;
+                          {GrpcFetcher<RawLookupClient>(daemon->port(), w)}, w);
+  AttachDaemon(daemon.get(), &tenth);
+  RETURN_IF_ERROR(Measure({&tenth}, warmup * 2, 1));
   report->tenth = Summarize(tenth);
   return absl::OkStatus();
 }
@@ -365,9 +357,8 @@ absl::Status MeasureTenth(const Workload& w, absl::Duration warmup,
 // O_DIRECT read ceiling over the same SST files.
 absl::Status MeasureTail(const Workload& w, int rounds, absl::Duration warmup,
                          Report* report) {
-  auto daemon = StartDaemon(w, 0, true);
-  if (!daemon.ok()) return daemon.status();
-  const int port = (*daemon)->port();
+  ASSIGN_OR_RETURN(auto daemon, StartDaemon(w, 0, true));
+  const int port = daemon->port();
   Phase raw_disk = DiskPhase(w);
   Phase tail1 = StepPhase("hot 0%, direct I/O", "gRPC raw ByteBuffer (ours)",
                           {GrpcFetcher<RawLookupClient>(port, w)}, w);
@@ -375,12 +366,9 @@ absl::Status MeasureTail(const Workload& w, int rounds, absl::Duration warmup,
                           {GrpcFetcher<RawLookupClient>(port, w),
                            GrpcFetcher<RawLookupClient>(port, w)},
                           w);
-  AttachDaemon(daemon->get(), &tail1);
-  AttachDaemon(daemon->get(), &tail2);
-  if (absl::Status s = Measure({&raw_disk, &tail1, &tail2}, warmup, rounds);
-      !s.ok()) {
-    return s;
-  }
+  AttachDaemon(daemon.get(), &tail1);
+  AttachDaemon(daemon.get(), &tail2);
+  RETURN_IF_ERROR(Measure({&raw_disk, &tail1, &tail2}, warmup, rounds));
   report->raw_disk = Summarize(raw_disk);
   report->tail1 = Summarize(tail1);
   report->tail2 = Summarize(tail2);
@@ -536,13 +524,13 @@ absl::Status Run() {
                              absl::StrCat(",", name, ","));
   };
   if (wanted("hot")) {
-    if (absl::Status s = MeasureHot(w, rounds, warmup, &report); !s.ok()) return s;
+    RETURN_IF_ERROR(MeasureHot(w, rounds, warmup, &report));
   }
   if (wanted("tenth")) {
-    if (absl::Status s = MeasureTenth(w, warmup, &report); !s.ok()) return s;
+    RETURN_IF_ERROR(MeasureTenth(w, warmup, &report));
   }
   if (wanted("tail")) {
-    if (absl::Status s = MeasureTail(w, rounds, warmup, &report); !s.ok()) return s;
+    RETURN_IF_ERROR(MeasureTail(w, rounds, warmup, &report));
   }
   PrintReport(w, report);
   return absl::OkStatus();

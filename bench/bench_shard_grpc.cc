@@ -8,6 +8,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "bench/proc_stat.h"
+#include "common/status_macros.h"
 
 namespace engram::bench {
 namespace {
@@ -108,9 +109,7 @@ absl::StatusOr<RowPieces> RawLookupClient::Lookup(
     return absl::InternalError("Lookup: the completion queue failed");
   }
   if (!status.ok()) return FromGrpc(status);
-  absl::StatusOr<uint64_t> version =
-      wire::LocateLookupResponseRows(response, rows_bytes, &rows_);
-  if (!version.ok()) return version.status();
+  ASSIGN_OR_RETURN(uint64_t version, wire::LocateLookupResponseRows(response, rows_bytes, &rows_));
   return RowPieces(rows_.spans);
 }
 

@@ -9,6 +9,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "common/status_macros.h"
 
 namespace engram::bench {
 namespace {
@@ -117,9 +118,7 @@ absl::StatusOr<LoopResult> RunLoop(const LoopLimits& limits,
   for (ThreadState& state : states) {
     if (!state.status.ok()) return state.status;
     if (check && state.fetched) {
-      if (absl::Status s = check(state.last_step, state.last_rows); !s.ok()) {
-        return s;
-      }
+      RETURN_IF_ERROR(check(state.last_step, state.last_rows));
     }
     result.requests += state.latency_us.count();
     result.latency_us.Merge(state.latency_us);

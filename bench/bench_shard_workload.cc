@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/engram_hash.h"
+#include "common/status_macros.h"
 #include "shard/importer.h"
 
 namespace engram::bench {
@@ -84,22 +85,17 @@ absl::Status BuildWorkDir(const BenchTableOptions& o, const GenTableOptions& gen
   }
   std::fprintf(stderr, "bench-shard: building the work dir %s\n",
                o.work_dir.c_str());
-  if (absl::Status s = GenerateTable(gen, [](uint64_t d, uint64_t t) {
+  RETURN_IF_ERROR(GenerateTable(gen, [](uint64_t d, uint64_t t) {
         Progress("gen-table", d, t);
-      });
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = WriteTrace(o, vocab_size, trace); !s.ok()) return s;
+      }));
+  RETURN_IF_ERROR(WriteTrace(o, vocab_size, trace));
   ImportOptions import;
   import.table_dir = gen.out_dir;
   import.n_shards = 1;
   import.shard_index = 0;
   import.out_dir = shard_dir;
   import.profile_trace = trace;
-  absl::StatusOr<ImportResult> imported =
-      ImportShard(import, [](uint64_t d, uint64_t t) { Progress("import", d, t); });
-  if (!imported.ok()) return imported.status();
+  ASSIGN_OR_RETURN(ImportResult imported, ImportShard(import, [](uint64_t d, uint64_t t) { Progress("import", d, t); }));
   fs::remove_all(gen.out_dir, ec);  // the shard holds the rows now
   return WriteWholeFile(o.work_dir + "/params.txt", ParamsText(o));
 }
@@ -113,20 +109,16 @@ absl::StatusOr<BenchTable> PrepareBenchTable(const BenchTableOptions& o) {
   table.gen.preset = "v41";
   table.gen.engram_vocab_size = o.engram_vocab_size;
   table.gen.seed = o.seed;
-  absl::StatusOr<HashLayout> layout = BuildPresetLayout(table.gen);
-  if (!layout.ok()) return layout.status();
-  table.layout = *std::move(layout);
+  ASSIGN_OR_RETURN(HashLayout layout, BuildPresetLayout(table.gen));
+  table.layout = std::move(layout);
 
   table.reused = ReadWholeFile(o.work_dir + "/params.txt") == ParamsText(o) &&
                  fs::exists(table.shard_dir + "/" + kShardMapFile);
   if (!table.reused) {
-    absl::Status s = BuildWorkDir(o, table.gen, table.layout.vocab_size);
-    if (!s.ok()) return s;
+    RETURN_IF_ERROR(BuildWorkDir(o, table.gen, table.layout.vocab_size));
   }
-  absl::StatusOr<ShardMap> map =
-      ShardMap::Load(table.shard_dir + "/" + kShardMapFile);
-  if (!map.ok()) return map.status();
-  table.map = *std::move(map);
+  ASSIGN_OR_RETURN(ShardMap map, ShardMap::Load(table.shard_dir + "/" + kShardMapFile));
+  table.map = std::move(map);
   for (size_t l = 0; l < table.map.layer_rows.size(); ++l) {
     table.shard_rows += table.map.layer_rows[l];
     table.shard_bytes += table.map.layer_rows[l] * table.map.row_bytes[l];
@@ -150,10 +142,7 @@ absl::StatusOr<BenchTable> PrepareBenchTable(const BenchTableOptions& o) {
 absl::StatusOr<RowArray> RowArray::Build(const BenchTable& table) {
   int head_dim = 0;
   int scale_block = 0;
-  if (absl::Status s = ResolveGeometry(table.gen, &head_dim, &scale_block);
-      !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(ResolveGeometry(table.gen, &head_dim, &scale_block));
   const ShardMap& map = table.map;
   RowArray array;
   array.row_bytes_ = map.row_bytes.at(0);
@@ -165,9 +154,8 @@ absl::StatusOr<RowArray> RowArray::Build(const BenchTable& table) {
     array.layer_base_.push_back(rows);
     rows += map.layer_rows[l];
   }
-  absl::StatusOr<HugePageBuffer> data = HugePageBuffer::Allocate(rows * array.row_bytes_);
-  if (!data.ok()) return data.status();
-  array.data_ = *std::move(data);
+  ASSIGN_OR_RETURN(HugePageBuffer data, HugePageBuffer::Allocate(rows * array.row_bytes_));
+  array.data_ = std::move(data);
   std::vector<std::thread> threads;  // one per layer
   for (size_t l = 0; l < map.layer_rows.size(); ++l) {
     threads.emplace_back([&, l] {
@@ -210,10 +198,8 @@ absl::StatusOr<DecodeSteps> DecodeSteps::Generate(
         o.steps, " (need >= 1 each, prefill + steps <= ",
         SequenceState::kDefaultCapacity, ")"));
   }
-  absl::StatusOr<std::unique_ptr<NgramHasher>> hasher =
-      NgramHasher::Create(layout);
-  if (!hasher.ok()) return hasher.status();
-  const NgramHasher& h = **hasher;
+  ASSIGN_OR_RETURN(std::unique_ptr<NgramHasher> hasher, NgramHasher::Create(layout));
+  const NgramHasher& h = *hasher;
   const size_t B = static_cast<size_t>(o.batch);
   const size_t per_position = static_cast<size_t>(h.ids_per_position());
   const size_t n_cols = static_cast<size_t>(h.n_cols());
@@ -226,11 +212,8 @@ absl::StatusOr<DecodeSteps> DecodeSteps::Generate(
   std::vector<int64_t> prefill(B * o.prefill);
   for (int64_t& t : prefill) t = tokens.Next();
   std::vector<RowId> prefill_out(prefill.size() * per_position);
-  if (absl::Status s = h.HashBatch(batch, 0, o.prefill, prefill.data(),
-                                   nullptr, prefill_out.data());
-      !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(h.HashBatch(batch, 0, o.prefill, prefill.data(),
+                                   nullptr, prefill_out.data()));
 
   DecodeSteps steps;
   steps.n_steps_ = static_cast<size_t>(o.steps);

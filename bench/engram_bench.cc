@@ -55,6 +55,7 @@
 #include "bench/engram_bench_systems.h"
 #include "bench/engram_bench_tables.h"
 #include "common/flags.h"
+#include "common/status_macros.h"
 
 ABSL_FLAG(bool, quick, false, "the headline comparison only, in under 3 minutes");
 ABSL_FLAG(bool, self_check, false, "check every system's bytes on a tiny table, no timing");
@@ -128,11 +129,9 @@ absl::StatusOr<std::vector<int>> ParseInts(const std::string& flag, const std::s
 }
 
 absl::StatusOr<std::vector<TablePlan>> Plan(const TableSpec& tokens) {
-  absl::StatusOr<std::vector<int>> qd =
-      ParseInts("disk_queue_depths", absl::GetFlag(FLAGS_disk_queue_depths));
-  if (!qd.ok()) return qd.status();
-  if (std::find(qd->begin(), qd->end(), kHeadlineQueueDepth) == qd->end()) {
-    qd->push_back(kHeadlineQueueDepth);  // the target's ceiling
+  ASSIGN_OR_RETURN(std::vector<int> qd, ParseInts("disk_queue_depths", absl::GetFlag(FLAGS_disk_queue_depths)));
+  if (std::find(qd.begin(), qd.end(), kHeadlineQueueDepth) == qd.end()) {
+    qd.push_back(kHeadlineQueueDepth);  // the target's ceiling
   }
   std::vector<TablePlan> plan;
   TableSpec t = tokens;
@@ -165,7 +164,7 @@ absl::StatusOr<std::vector<TablePlan>> Plan(const TableSpec& tokens) {
                   .on_disk = true,
                   .half_in_ram = true,
                   .streams = {Decode(256)},
-                  .queue_depths = *qd});
+                  .queue_depths = qd});
   return plan;
 }
 
@@ -261,9 +260,8 @@ absl::Status RunTable(const BenchEnv& env, const TablePlan& plan, const RoundLim
   std::fprintf(stderr, "engram-bench: preparing %s (%s, engram_vocab_size %lld)\n",
                plan.label.c_str(), plan.spec.preset.c_str(),
                static_cast<long long>(plan.spec.vocab));
-  absl::StatusOr<std::unique_ptr<BenchData>> data = PrepareBenchData(env, plan.spec);
-  if (!data.ok()) return data.status();
-  const BenchData& d = **data;
+  ASSIGN_OR_RETURN(std::unique_ptr<BenchData> data, PrepareBenchData(env, plan.spec));
+  const BenchData& d = *data;
   report->setup.push_back(absl::StrFormat(
       "%s: %s preset, engram_vocab_size %d, %d rows x %d B = %s; %s", plan.label, plan.spec.preset,
       plan.spec.vocab, d.table_rows, d.map.row_bytes[0], Mb(d.table_bytes),
@@ -283,22 +281,19 @@ absl::Status RunTable(const BenchEnv& env, const TablePlan& plan, const RoundLim
   raw_round.duration = limits.duration / std::max(1, limits.rounds);
   const std::function<absl::Status()> raw_reads = [&]() -> absl::Status {
     for (size_t k = 0; k < raw.size(); ++k) {
-      absl::StatusOr<Measurement> m =
-          MeasureRawDisk(plan.label, d.sst_files, plan.queue_depths[k], raw_round);
-      if (!m.ok()) return m.status();
+      ASSIGN_OR_RETURN(Measurement m, MeasureRawDisk(plan.label, d.sst_files, plan.queue_depths[k], raw_round));
       if (raw[k].system.empty()) {
-        raw[k] = *std::move(m);
+        raw[k] = std::move(m);
       } else {
-        raw[k].loop.Merge(m->loop);
+        raw[k].loop.Merge(m.loop);
       }
     }
     return absl::OkStatus();
   };
   bool first = true;
   for (const StreamSpec& spec : plan.streams) {
-    absl::StatusOr<StepStream> stream = StepStream::Build(d.trace, *d.hasher, spec);
-    if (!stream.ok()) return stream.status();
-    report->shapes.push_back({plan.label, stream->name(), MeasureShape(*stream, d.table_rows)});
+    ASSIGN_OR_RETURN(StepStream stream, StepStream::Build(d.trace, *d.hasher, spec));
+    report->shapes.push_back({plan.label, stream.name(), MeasureShape(stream, d.table_rows)});
     for (int connections : plan.connections) {
       std::vector<BenchSystem*> chosen;
       for (const auto& s : *systems) {
@@ -311,13 +306,12 @@ absl::Status RunTable(const BenchEnv& env, const TablePlan& plan, const RoundLim
       const bool with_raw = first && !raw.empty();
       first = false;
       std::fprintf(stderr, "engram-bench: %s, %s, %d connection%s: %zu systems%s\n",
-                   plan.label.c_str(), stream->name().c_str(), connections,
+                   plan.label.c_str(), stream.name().c_str(), connections,
                    connections == 1 ? "" : "s", chosen.size(),
                    with_raw ? " and the raw O_DIRECT reads" : "");
-      absl::StatusOr<std::vector<Measurement>> m = MeasureSystems(
-          plan.label, chosen, *stream, connections, d.rows, limits, with_raw ? raw_reads : nullptr);
-      if (!m.ok()) return m.status();
-      report->rows.insert(report->rows.end(), m->begin(), m->end());
+      ASSIGN_OR_RETURN(std::vector<Measurement> m, MeasureSystems(
+          plan.label, chosen, stream, connections, d.rows, limits, with_raw ? raw_reads : nullptr));
+      report->rows.insert(report->rows.end(), m.begin(), m.end());
     }
   }
   for (Measurement& m : raw) {
@@ -357,7 +351,7 @@ absl::StatusOr<TableSpec> TokenSource(const BenchEnv& env) {
   }
   t.trace = absl::StrFormat("%s/zipf-%.2f.trace", env.work_dir, exponent);
   if (!fs::exists(t.trace)) {
-    if (absl::Status s = WriteZipfTrace(t.trace, 1024, 2048, exponent, 11); !s.ok()) return s;
+    RETURN_IF_ERROR(WriteZipfTrace(t.trace, 1024, 2048, exponent, 11));
   }
   return t;
 }

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "bench/engram_bench_proc.h"
 #include "bench/raw_disk.h"
+#include "common/status_macros.h"
 
 namespace engram::bench {
 namespace {
@@ -63,19 +64,17 @@ absl::StatusOr<std::vector<Measurement>> MeasureSystems(
     return CheckRows(stream, step, table, JoinPieces(rows));
   };
   auto loop = [&](Running& r, const LoopLimits& l, bool record) -> absl::Status {
-    absl::StatusOr<SystemCounters> before = r.system->Counters();
-    if (!before.ok()) return before.status();
+    ASSIGN_OR_RETURN(SystemCounters before, r.system->Counters());
     absl::StatusOr<LoopResult> result =
         RunLoop(l, std::span<const FetchStep>(&r.fetch, 1), stream.n_steps(), &r.next_step, check);
     if (!result.ok()) {
       return absl::Status(result.status().code(), absl::StrCat(r.m.system, ", ", r.m.stream, ": ",
                                                                result.status().message()));
     }
-    absl::StatusOr<SystemCounters> after = r.system->Counters();
-    if (!after.ok()) return after.status();
+    ASSIGN_OR_RETURN(SystemCounters after, r.system->Counters());
     if (record) {
       r.m.loop.Merge(*result);
-      r.m.served += *after - *before;
+      r.m.served += after - before;
     }
     return absl::OkStatus();
   };
@@ -83,7 +82,7 @@ absl::StatusOr<std::vector<Measurement>> MeasureSystems(
   warm.duration = limits.warmup;
   warm.max_requests = std::max<uint64_t>(1, limits.max_requests / 10);
   for (Running& r : running) {
-    if (absl::Status s = loop(r, warm, false); !s.ok()) return s;
+    RETURN_IF_ERROR(loop(r, warm, false));
   }
   const int rounds = std::max(1, limits.rounds);
   LoopLimits round;
@@ -91,10 +90,10 @@ absl::StatusOr<std::vector<Measurement>> MeasureSystems(
   round.max_requests = std::max<uint64_t>(1, limits.max_requests / static_cast<uint64_t>(rounds));
   for (int k = 0; k < rounds; ++k) {
     for (Running& r : running) {
-      if (absl::Status s = loop(r, round, true); !s.ok()) return s;
+      RETURN_IF_ERROR(loop(r, round, true));
     }
     if (after_round) {
-      if (absl::Status s = after_round(); !s.ok()) return s;
+      RETURN_IF_ERROR(after_round());
     }
   }
   std::vector<Measurement> out;
@@ -112,18 +111,17 @@ absl::StatusOr<Measurement> MeasureRawDisk(const std::string& table_label,
   o.duration = limits.duration;
   o.max_reads = limits.max_requests * 1000;
   const double cpu0 = SelfCpuSeconds();
-  absl::StatusOr<RawDiskResult> r = MeasureRandomReads(o);
-  if (!r.ok()) return r.status();
+  ASSIGN_OR_RETURN(RawDiskResult r, MeasureRandomReads(o));
   Measurement m;
   m.table = table_label;
   m.stream = "4 KiB reads";
   m.system = absl::StrCat("raw O_DIRECT QD", threads);
   m.rows_per_request = 1;
   m.row_bytes = kDiskBlock;
-  m.loop.requests = r->reads;
-  m.loop.seconds = r->seconds;
+  m.loop.requests = r.reads;
+  m.loop.seconds = r.seconds;
   m.loop.process_cpu_seconds = SelfCpuSeconds() - cpu0;
-  m.loop.latency_us = std::move(r->latency_us);
+  m.loop.latency_us = std::move(r.latency_us);
   return m;
 }
 

@@ -17,6 +17,7 @@
 #include "bench/engram_bench_proc.h"
 #include "bench/engram_bench_systems.h"
 #include "bench/tcp_exchange.h"
+#include "common/status_macros.h"
 
 namespace engram::bench {
 namespace {
@@ -125,11 +126,10 @@ class PeerFetch {
         dst += stream_.unique(step, l).size() * row_bytes_;
       }
     }
-    absl::Status s = fanout_.Run([&](int k) {
+    RETURN_IF_ERROR(fanout_.Run([&](int k) {
       return fetch(k, layers_[static_cast<size_t>(k)], step,
                    connection_rows_[static_cast<size_t>(k)]);
-    });
-    if (!s.ok()) return s;
+    }));
     ScatterRows(stream_, step, layer_rows_, row_bytes_, out_.data());
     piece_ = std::span<const uint8_t>(out_);
     return RowPieces(&piece_, 1);
@@ -165,9 +165,8 @@ class RedisSystem : public BenchSystem {
     };
     auto state = std::make_shared<State>();
     for (int k = 0; k < connections; ++k) {
-      absl::StatusOr<std::unique_ptr<RedisRowClient>> c = RedisRowClient::Connect(server_->port());
-      if (!c.ok()) return c.status();
-      state->clients.push_back(*std::move(c));
+      ASSIGN_OR_RETURN(std::unique_ptr<RedisRowClient> c, RedisRowClient::Connect(server_->port()));
+      state->clients.push_back(std::move(c));
     }
     state->batches.resize(static_cast<size_t>(connections));
     state->fetch = std::make_unique<PeerFetch>(stream, row_bytes_, connections);
@@ -222,9 +221,8 @@ class TcpSystem : public BenchSystem {
   absl::StatusOr<FetchStep> NewFetcher(const StepStream& stream, int connections) override {
     // One server per connection: a TcpRowServer serves one at a time.
     while (servers_.size() < static_cast<size_t>(connections)) {
-      absl::StatusOr<std::unique_ptr<TcpRowServer>> s = TcpRowServer::Start(options_);
-      if (!s.ok()) return s.status();
-      servers_.push_back(*std::move(s));
+      ASSIGN_OR_RETURN(std::unique_ptr<TcpRowServer> s, TcpRowServer::Start(options_));
+      servers_.push_back(std::move(s));
     }
     struct State {
       std::vector<std::unique_ptr<TcpRowClient>> clients;
@@ -233,10 +231,8 @@ class TcpSystem : public BenchSystem {
     };
     auto state = std::make_shared<State>();
     for (int k = 0; k < connections; ++k) {
-      absl::StatusOr<std::unique_ptr<TcpRowClient>> c =
-          TcpRowClient::Connect(servers_[static_cast<size_t>(k)]->port());
-      if (!c.ok()) return c.status();
-      state->clients.push_back(*std::move(c));
+      ASSIGN_OR_RETURN(std::unique_ptr<TcpRowClient> c, TcpRowClient::Connect(servers_[static_cast<size_t>(k)]->port()));
+      state->clients.push_back(std::move(c));
     }
     state->layers.resize(static_cast<size_t>(connections));
     state->fetch = std::make_unique<PeerFetch>(stream, options_.row_bytes, connections);
@@ -316,9 +312,8 @@ class RawGrpcSystem : public BenchSystem {
         for (const wire::LayerRowIds& r : request) n += r.row_ids.size();
         if (n == 0) return absl::OkStatus();
         rows->fetch_add(n, std::memory_order_relaxed);
-        absl::StatusOr<RowPieces> got = client.Lookup(request, n * rb);
-        if (!got.ok()) return got.status();
-        for (std::span<const uint8_t> piece : *got) {  // out of the reply's slices
+        ASSIGN_OR_RETURN(RowPieces got, client.Lookup(request, n * rb));
+        for (std::span<const uint8_t> piece : got) {  // out of the reply's slices
           std::memcpy(dst, piece.data(), piece.size());
           dst += piece.size();
         }
@@ -335,7 +330,7 @@ class RawGrpcSystem : public BenchSystem {
           ids = ids.subspan(take);
           in_request += take;
           if (in_request == kMaxRowsPerRequest) {
-            if (absl::Status s = send(); !s.ok()) return s;
+            RETURN_IF_ERROR(send());
             in_request = 0;
           }
         }
@@ -365,30 +360,26 @@ class RawGrpcSystem : public BenchSystem {
 absl::StatusOr<std::unique_ptr<BenchSystem>> StartRawGrpc(const EngramSystemOptions& o,
                                                           uint32_t row_bytes) {
   if (o.shard_dirs.size() != 1) return absl::InvalidArgumentError("raw gRPC: one shard only");
-  absl::StatusOr<std::unique_ptr<Deployment>> deployment = StartShards(o);
-  if (!deployment.ok()) return deployment.status();
-  return std::unique_ptr<BenchSystem>(new RawGrpcSystem(o.name, *std::move(deployment), row_bytes));
+  ASSIGN_OR_RETURN(std::unique_ptr<Deployment> deployment, StartShards(o));
+  return std::unique_ptr<BenchSystem>(new RawGrpcSystem(o.name, std::move(deployment), row_bytes));
 }
 
 absl::StatusOr<std::unique_ptr<BenchSystem>> StartRedis(const RedisServerOptions& server_options,
                                                         const RowArray& rows,
                                                         const std::vector<uint64_t>& layer_rows,
                                                         size_t mget_keys) {
-  absl::StatusOr<std::unique_ptr<RedisServer>> server = RedisServer::Start(server_options);
-  if (!server.ok()) return server.status();
-  absl::StatusOr<std::unique_ptr<RedisRowClient>> loader =
-      RedisRowClient::Connect((*server)->port());
-  if (!loader.ok()) return loader.status();
+  ASSIGN_OR_RETURN(std::unique_ptr<RedisServer> server, RedisServer::Start(server_options));
+  ASSIGN_OR_RETURN(std::unique_ptr<RedisRowClient> loader, RedisRowClient::Connect(server->port()));
   for (size_t l = 0; l < layer_rows.size(); ++l) {
     if (absl::Status s =
-            (*loader)->LoadLayer(static_cast<uint32_t>(l), rows.row(static_cast<uint32_t>(l), 0),
+            loader->LoadLayer(static_cast<uint32_t>(l), rows.row(static_cast<uint32_t>(l), 0),
                                  layer_rows[l], rows.row_bytes());
         !s.ok()) {
       return s;
     }
   }
   return std::unique_ptr<BenchSystem>(
-      new RedisSystem(*std::move(server), rows.row_bytes(), mget_keys));
+      new RedisSystem(std::move(server), rows.row_bytes(), mget_keys));
 }
 
 absl::StatusOr<std::unique_ptr<BenchSystem>> StartTcp(const RowArray& rows,

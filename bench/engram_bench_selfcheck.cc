@@ -10,6 +10,7 @@
 #include "bench/engram_bench_systems.h"
 #include "bench/raw_disk.h"
 #include "common/file_util.h"
+#include "common/status_macros.h"
 
 namespace engram::bench {
 namespace {
@@ -71,30 +72,23 @@ absl::StatusOr<std::vector<Checked>> StartAll(const BenchEnv& env, const BenchDa
     o.direct_io = e.direct_io;
     o.pipeline_layers = e.pipeline_layers;
     o.log_dir = env.work_dir;
-    if (absl::Status s = add(StartEngram(o), !e.direct_io); !s.ok()) return s;
+    RETURN_IF_ERROR(add(StartEngram(o), !e.direct_io));
   }
   EngramSystemOptions raw;
   raw.name = "gRPC, no client library";
   raw.shard_binary = env.shard_binary;
   raw.shard_dirs = d.one_shard;
   raw.log_dir = env.work_dir;
-  if (absl::Status s = add(StartRawGrpc(raw, d.map.row_bytes[0]), false); !s.ok()) return s;
+  RETURN_IF_ERROR(add(StartRawGrpc(raw, d.map.row_bytes[0]), false));
   RedisServerOptions redis;
   redis.binary = env.redis_binary;
   redis.work_dir = env.work_dir;
   // Small MGETs, so a step takes several pipelined ones.
-  if (absl::Status s = add(StartRedis(redis, d.rows, d.map.layer_rows, 50), false); !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = add(StartTcp(d.rows, d.map.layer_rows), false); !s.ok()) return s;
-  if (absl::Status s = add(NewMemoryGather(d.rows), false); !s.ok()) return s;
-  if (absl::Status s = add(OpenRocksDb("rocksdb", d.one_shard[0], false), false); !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = add(OpenRocksDb("rocksdb, direct I/O", d.one_shard[0], true), false);
-      !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(add(StartRedis(redis, d.rows, d.map.layer_rows, 50), false));
+  RETURN_IF_ERROR(add(StartTcp(d.rows, d.map.layer_rows), false));
+  RETURN_IF_ERROR(add(NewMemoryGather(d.rows), false));
+  RETURN_IF_ERROR(add(OpenRocksDb("rocksdb", d.one_shard[0], false), false));
+  RETURN_IF_ERROR(add(OpenRocksDb("rocksdb, direct I/O", d.one_shard[0], true), false));
   return systems;
 }
 
@@ -102,13 +96,11 @@ absl::StatusOr<std::vector<Checked>> StartAll(const BenchEnv& env, const BenchDa
 // the timed loops do) and compares each with the table.
 absl::Status CheckSystem(BenchSystem& system, const StepStream& stream, int connections,
                          const RowArray& rows, int* batches) {
-  absl::StatusOr<FetchStep> fetch = system.NewFetcher(stream, connections);
-  if (!fetch.ok()) return fetch.status();
+  ASSIGN_OR_RETURN(FetchStep fetch, system.NewFetcher(stream, connections));
   for (int pass = 0; pass < 2; ++pass) {
     for (size_t step = 0; step < stream.n_steps(); ++step) {
-      absl::StatusOr<RowPieces> got = (*fetch)(step);
-      if (!got.ok()) return got.status();
-      if (absl::Status s = CheckRows(stream, step, rows, JoinPieces(*got)); !s.ok()) return s;
+      ASSIGN_OR_RETURN(RowPieces got, (fetch)(step));
+      RETURN_IF_ERROR(CheckRows(stream, step, rows, JoinPieces(got)));
       ++*batches;
     }
   }
@@ -124,12 +116,10 @@ absl::Status Check(const BenchEnv& base) {
   spec.vocab = kVocab;
   spec.trace = dir.path() + "/zipf.trace";
   spec.three_shards = true;
-  if (absl::Status s = WriteZipfTrace(spec.trace, 64, 256, 1.1, 3); !s.ok()) return s;
-  absl::StatusOr<std::unique_ptr<BenchData>> data = PrepareBenchData(env, spec);
-  if (!data.ok()) return data.status();
-  const BenchData& d = **data;
-  absl::StatusOr<std::vector<Checked>> systems = StartAll(env, d);
-  if (!systems.ok()) return systems.status();
+  RETURN_IF_ERROR(WriteZipfTrace(spec.trace, 64, 256, 1.1, 3));
+  ASSIGN_OR_RETURN(std::unique_ptr<BenchData> data, PrepareBenchData(env, spec));
+  const BenchData& d = *data;
+  ASSIGN_OR_RETURN(std::vector<Checked> systems, StartAll(env, d));
 
   StreamSpec decode;
   decode.batch = 8;
@@ -150,20 +140,19 @@ absl::Status Check(const BenchEnv& base) {
     bool wide;
   };
   for (const Stream& each : {Stream{decode, false}, Stream{prefill, false}, Stream{wide, true}}) {
-    absl::StatusOr<StepStream> stream = StepStream::Build(d.trace, *d.hasher, each.spec);
-    if (!stream.ok()) return stream.status();
+    ASSIGN_OR_RETURN(StepStream stream, StepStream::Build(d.trace, *d.hasher, each.spec));
     for (int connections : {1, 2}) {
-      for (const auto& [system, check_wide] : *systems) {
+      for (const auto& [system, check_wide] : systems) {
         if (connections > 1 && !system->networked()) continue;
         if (each.wide && !check_wide) continue;
         int batches = 0;
-        if (absl::Status s = CheckSystem(*system, *stream, connections, d.rows, &batches);
+        if (absl::Status s = CheckSystem(*system, stream, connections, d.rows, &batches);
             !s.ok()) {
-          return absl::Status(s.code(), absl::StrCat(system->name(), ", ", stream->name(), ", ",
+          return absl::Status(s.code(), absl::StrCat(system->name(), ", ", stream.name(), ", ",
                                                      connections, " connection(s): ", s.message()));
         }
         std::printf("self-check: %-27s %-16s %d connection(s): %d batches ok\n",
-                    system->name().c_str(), stream->name().c_str(), connections, batches);
+                    system->name().c_str(), stream.name().c_str(), connections, batches);
       }
     }
   }

@@ -12,6 +12,7 @@
 #include "bench/engram_bench_proc.h"
 #include "client/engram_client.h"
 #include "common/metrics/scrape.h"
+#include "common/status_macros.h"
 #include "shard/row_store.h"
 
 namespace engram::bench {
@@ -72,10 +73,9 @@ class EngramFetcher {
     in.start_positions = starts_;
     in.tokens_per_sequence = stream_.spec().prefill;
     in.token_ids = stream_.prefill_tokens();
-    absl::StatusOr<Step> step = client_->Prefetch(in);
-    if (!step.ok()) return step.status();
+    ASSIGN_OR_RETURN(Step step, client_->Prefetch(in));
     for (int l = 0; l < client_->n_layers(); ++l) {
-      if (absl::Status s = step->WaitArrived(l); !s.ok()) return s;
+      RETURN_IF_ERROR(step.WaitArrived(l));
     }
     return absl::OkStatus();
   }
@@ -87,11 +87,10 @@ class EngramFetcher {
     in.start_positions = starts_;
     in.tokens_per_sequence = stream_.spec().tokens;
     in.token_ids = stream_.tokens(step_index);
-    absl::StatusOr<Step> step = client_->Prefetch(in);
-    if (!step.ok()) return step.status();
+    ASSIGN_OR_RETURN(Step step, client_->Prefetch(in));
     for (int l = 0; l < client_->n_layers(); ++l) {
       std::span<uint8_t> dst(out_.data() + static_cast<size_t>(l) * layer_bytes_, layer_bytes_);
-      if (absl::Status s = step->Wait(l, RowFormat::kRaw, dst); !s.ok()) return s;
+      RETURN_IF_ERROR(step.Wait(l, RowFormat::kRaw, dst));
     }
     piece_ = std::span<const uint8_t>(out_);
     return RowPieces(&piece_, 1);
@@ -119,10 +118,9 @@ class EngramSystem : public BenchSystem {
   bool networked() const override { return true; }
 
   absl::StatusOr<FetchStep> NewFetcher(const StepStream& stream, int connections) override {
-    absl::StatusOr<std::shared_ptr<EngramClient>> client = ClientFor(connections);
-    if (!client.ok()) return client.status();
-    auto fetcher = std::make_shared<EngramFetcher>(*std::move(client), stream);
-    if (absl::Status s = fetcher->Prefill(); !s.ok()) return s;
+    ASSIGN_OR_RETURN(std::shared_ptr<EngramClient> client, ClientFor(connections));
+    auto fetcher = std::make_shared<EngramFetcher>(std::move(client), stream);
+    RETURN_IF_ERROR(fetcher->Prefill());
     return FetchStep([fetcher](size_t step) { return fetcher->Fetch(step); });
   }
 
@@ -138,9 +136,8 @@ class EngramSystem : public BenchSystem {
     }
     const std::map<std::string, std::string> lookup = {{"method", "Lookup"}};
     for (int port : deployment_->metrics_ports()) {
-      absl::StatusOr<metrics::HttpResponse> page = metrics::HttpGet(port, "/metrics");
-      if (!page.ok()) return page.status();
-      const std::vector<metrics::Sample> samples = metrics::ParseSamples(page->body);
+      ASSIGN_OR_RETURN(metrics::HttpResponse page, metrics::HttpGet(port, "/metrics"));
+      const std::vector<metrics::Sample> samples = metrics::ParseSamples(page.body);
       c.disk_rows += metrics::SumSamples(samples, "engram_shard_rows_total", {{"tier", "disk"}});
       c.disk_reads += metrics::SumSamples(samples, "engram_shard_rocksdb_file_reads");
       c.lookups +=
@@ -164,9 +161,8 @@ class EngramSystem : public BenchSystem {
     // A closed loop wants every layer at once, as the peers fetch them: no
     // waiting for layer l's rows before layer l + 1 is asked for.
     co.pipeline_layers = options_.pipeline_layers;
-    absl::StatusOr<std::unique_ptr<EngramClient>> client = EngramClient::Create(co);
-    if (!client.ok()) return client.status();
-    std::shared_ptr<EngramClient> shared = *std::move(client);
+    ASSIGN_OR_RETURN(std::unique_ptr<EngramClient> client, EngramClient::Create(co));
+    std::shared_ptr<EngramClient> shared = std::move(client);
     clients_[connections] = shared;
     return shared;
   }
@@ -210,7 +206,7 @@ class RocksDbSystem : public BenchSystem {
               dst += rb;
             }
           }
-          if (absl::Status s = store->ReadRows(state->refs); !s.ok()) return s;
+          RETURN_IF_ERROR(store->ReadRows(state->refs));
           ScatterRows(stream, step, state->layer_rows, rb, state->out.data());
           state->piece = std::span<const uint8_t>(state->out);
           return RowPieces(&state->piece, 1);
@@ -272,9 +268,8 @@ absl::StatusOr<std::unique_ptr<Deployment>> StartShards(const EngramSystemOption
 }
 
 absl::StatusOr<std::unique_ptr<BenchSystem>> StartEngram(const EngramSystemOptions& o) {
-  absl::StatusOr<std::unique_ptr<Deployment>> deployment = StartShards(o);
-  if (!deployment.ok()) return deployment.status();
-  return std::unique_ptr<BenchSystem>(new EngramSystem(o, *std::move(deployment)));
+  ASSIGN_OR_RETURN(std::unique_ptr<Deployment> deployment, StartShards(o));
+  return std::unique_ptr<BenchSystem>(new EngramSystem(o, std::move(deployment)));
 }
 
 absl::StatusOr<std::unique_ptr<BenchSystem>> OpenRocksDb(const std::string& name,
@@ -282,9 +277,8 @@ absl::StatusOr<std::unique_ptr<BenchSystem>> OpenRocksDb(const std::string& name
                                                          bool direct_io) {
   RowStoreOptions options;
   options.direct_io = direct_io;
-  absl::StatusOr<std::unique_ptr<RowStore>> store = RowStore::Open(shard_dir, options);
-  if (!store.ok()) return store.status();
-  return std::unique_ptr<BenchSystem>(new RocksDbSystem(name, *std::move(store)));
+  ASSIGN_OR_RETURN(std::unique_ptr<RowStore> store, RowStore::Open(shard_dir, options));
+  return std::unique_ptr<BenchSystem>(new RocksDbSystem(name, std::move(store)));
 }
 
 std::unique_ptr<BenchSystem> NewMemoryGather(const RowArray& rows) {

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "common/table.h"
 #include "common/table_gen.h"
 
@@ -21,19 +22,15 @@ absl::StatusOr<std::unique_ptr<BenchData>> PrepareBenchData(const BenchEnv& env,
   wo.source_dir = env.source_dir;
   wo.engram_vocab_size = spec.vocab;
   wo.preset = spec.preset;
-  absl::StatusOr<Workload> workload = PrepareWorkload(wo);
-  if (!workload.ok()) return workload.status();
+  ASSIGN_OR_RETURN(Workload workload, PrepareWorkload(wo));
   auto d = std::make_unique<BenchData>();
-  d->workload = *std::move(workload);
+  d->workload = std::move(workload);
   // Block tails: the on-disk configurations read them with O_DIRECT.
-  absl::StatusOr<std::vector<std::string>> one =
-      PrepareShards(d->workload, 1, TailFormat::kBlock);
-  if (!one.ok()) return one.status();
-  d->one_shard = *std::move(one);
+  ASSIGN_OR_RETURN(std::vector<std::string> one, PrepareShards(d->workload, 1, TailFormat::kBlock));
+  d->one_shard = std::move(one);
   if (spec.three_shards) {
-    absl::StatusOr<std::vector<std::string>> three = PrepareShards(d->workload, 3, TailFormat::kBlock);
-    if (!three.ok()) return three.status();
-    d->three_shards = *std::move(three);
+    ASSIGN_OR_RETURN(std::vector<std::string> three, PrepareShards(d->workload, 3, TailFormat::kBlock));
+    d->three_shards = std::move(three);
   }
 
   absl::StatusOr<ShardMap> map = ShardMap::Load(d->one_shard[0] + "/shard_map.json");
@@ -49,14 +46,11 @@ absl::StatusOr<std::unique_ptr<BenchData>> PrepareBenchData(const BenchEnv& env,
   }
   std::sort(d->sst_files.begin(), d->sst_files.end());
 
-  absl::StatusOr<TableManifest> manifest = TableManifest::Load(d->workload.table_dir);
-  if (!manifest.ok()) return manifest.status();
-  absl::StatusOr<std::unique_ptr<NgramHasher>> hasher = NgramHasher::Create(manifest->layout);
-  if (!hasher.ok()) return hasher.status();
-  d->hasher = *std::move(hasher);
-  absl::StatusOr<TokenTrace> trace = TokenTrace::Load(d->workload.workload_trace);
-  if (!trace.ok()) return trace.status();
-  d->trace = *std::move(trace);
+  ASSIGN_OR_RETURN(TableManifest manifest, TableManifest::Load(d->workload.table_dir));
+  ASSIGN_OR_RETURN(std::unique_ptr<NgramHasher> hasher, NgramHasher::Create(manifest.layout));
+  d->hasher = std::move(hasher);
+  ASSIGN_OR_RETURN(TokenTrace trace, TokenTrace::Load(d->workload.workload_trace));
+  d->trace = std::move(trace);
 
   // The rows regenerate from the generator's seed (as GenerateTable wrote
   // them); RowArray::Build reads only the geometry and the shard map.
@@ -64,9 +58,8 @@ absl::StatusOr<std::unique_ptr<BenchData>> PrepareBenchData(const BenchEnv& env,
   table.gen.preset = spec.preset;
   table.gen.engram_vocab_size = spec.vocab;
   table.map = d->map;
-  absl::StatusOr<RowArray> rows = RowArray::Build(table);
-  if (!rows.ok()) return rows.status();
-  d->rows = *std::move(rows);
+  ASSIGN_OR_RETURN(RowArray rows, RowArray::Build(table));
+  d->rows = std::move(rows);
   return d;
 }
 

@@ -6,6 +6,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace engram::bench {
 namespace {
@@ -63,22 +64,16 @@ absl::StatusOr<StepStream> StepStream::Build(const TokenTrace& trace, const Ngra
   s.ids_.resize(s.n_steps_ * s.ids_per_step());
   if (decode) {
     std::vector<RowId> scratch(B * P * static_cast<size_t>(hasher.ids_per_position()));
-    if (absl::Status st = hasher.HashBatch(seqs, 0, static_cast<int64_t>(P),
-                                           s.prefill_tokens_.data(), nullptr, scratch.data());
-        !st.ok()) {
-      return st;
-    }
+    RETURN_IF_ERROR(hasher.HashBatch(seqs, 0, static_cast<int64_t>(P),
+                                           s.prefill_tokens_.data(), nullptr, scratch.data()));
   }
   for (size_t step = 0; step < s.n_steps_; ++step) {
     if (!decode) {
       for (SequenceState& st : states) st.Reset();
     }
-    if (absl::Status st = hasher.HashBatch(seqs, s.start_position(step), static_cast<int64_t>(T),
+    RETURN_IF_ERROR(hasher.HashBatch(seqs, s.start_position(step), static_cast<int64_t>(T),
                                            s.tokens_.data() + step * B * T, nullptr,
-                                           s.ids_.data() + step * s.ids_per_step());
-        !st.ok()) {
-      return st;
-    }
+                                           s.ids_.data() + step * s.ids_per_step()));
   }
 
   // Each layer's distinct rows per step and every id's slot among them.

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "bench/engram_bench_proc.h"
+#include "common/status_macros.h"
 
 namespace engram::bench {
 namespace {
@@ -124,7 +125,7 @@ absl::Status RedisRowClient::LoadLayer(uint32_t layer, const uint8_t* rows, uint
     argv[2] = reinterpret_cast<const char*>(rows + r * row_bytes);
     redisAppendCommandArgv(context_, 3, argv, argv_len);
     if (++queued == static_cast<uint64_t>(pipeline)) {
-      if (absl::Status s = drain(); !s.ok()) return s;
+      RETURN_IF_ERROR(drain());
     }
   }
   return drain();

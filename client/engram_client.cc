@@ -9,6 +9,7 @@
 #include "client/local_cache.h"
 #include "client/step_state.h"
 #include "common/fast_mod.h"
+#include "common/status_macros.h"
 #include "common/table.h"
 #include "proto/wire.h"
 #include "common/shard_map.h"
@@ -41,19 +42,17 @@ absl::StatusOr<ShardMap> ShardMapFor(const TableManifest& manifest,
     map.layer_rows.push_back(l.rows);
     map.row_bytes.push_back(static_cast<uint32_t>(l.row_bytes));
   }
-  if (absl::Status s = map.Validate(); !s.ok()) return s;
+  RETURN_IF_ERROR(map.Validate());
   return map;
 }
 
 // Decodes the response of `chunk`'s RPC in place (Chunk::MapRows).
 absl::Status DecodeChunk(const grpc::ByteBuffer& resp, uint64_t want,
                          StepState::Chunk* chunk) {
-  absl::StatusOr<uint64_t> v =
-      wire::LocateLookupResponseRows(resp, chunk->rows_bytes(), &chunk->rows);
-  if (!v.ok()) return v.status();
-  if (*v != want) {
+  ASSIGN_OR_RETURN(uint64_t v, wire::LocateLookupResponseRows(resp, chunk->rows_bytes(), &chunk->rows));
+  if (v != want) {
     return absl::InternalError(
-        absl::StrCat("answered with table version ", *v, ", asked for ", want));
+        absl::StrCat("answered with table version ", v, ", asked for ", want));
   }
   chunk->MapRows();
   return absl::OkStatus();
@@ -134,32 +133,30 @@ absl::Status ClientOptions::Validate() const {
 
 absl::StatusOr<std::unique_ptr<EngramClient>> EngramClient::Create(
     ClientOptions options) {
-  if (absl::Status s = options.Validate(); !s.ok()) return s;
+  RETURN_IF_ERROR(options.Validate());
   auto impl = std::make_unique<Impl>();
-  absl::StatusOr<TableManifest> manifest = TableManifest::Load(options.table_dir);
-  if (!manifest.ok()) return manifest.status();
-  absl::StatusOr<ShardMap> map = ShardMapFor(*manifest, options);
-  if (!map.ok()) return map.status();
-  if (map->table != manifest->table) {
+  ASSIGN_OR_RETURN(TableManifest manifest, TableManifest::Load(options.table_dir));
+  ASSIGN_OR_RETURN(ShardMap map, ShardMapFor(manifest, options));
+  if (map.table != manifest.table) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "shard map ", options.shard_map_path, " is for table '", map->table,
-        "', the manifest in ", options.table_dir, " for '", manifest->table, "'"));
+        "shard map ", options.shard_map_path, " is for table '", map.table,
+        "', the manifest in ", options.table_dir, " for '", manifest.table, "'"));
   }
-  if (map->layer_rows.size() != manifest->layers.size()) {
+  if (map.layer_rows.size() != manifest.layers.size()) {
     return absl::FailedPreconditionError("shard map and manifest disagree on the layers");
   }
-  for (size_t l = 0; l < manifest->layers.size(); ++l) {
-    if (map->layer_rows[l] != manifest->layers[l].rows ||
-        map->row_bytes[l] != static_cast<uint32_t>(manifest->layers[l].row_bytes)) {
+  for (size_t l = 0; l < manifest.layers.size(); ++l) {
+    if (map.layer_rows[l] != manifest.layers[l].rows ||
+        map.row_bytes[l] != static_cast<uint32_t>(manifest.layers[l].row_bytes)) {
       return absl::FailedPreconditionError(absl::StrCat(
           "shard map and manifest disagree on layer ", l, "'s rows or row bytes"));
     }
   }
   std::vector<std::vector<std::string>> addrs =
-      options.shard_addresses.empty() ? map->replicas : options.shard_addresses;
-  if (addrs.size() != map->n_shards) {
+      options.shard_addresses.empty() ? map.replicas : options.shard_addresses;
+  if (addrs.size() != map.n_shards) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "the table has ", map->n_shards, " shards but ", addrs.size(),
+        "the table has ", map.n_shards, " shards but ", addrs.size(),
         " shard address lists were given (one per shard, replicas separated by '|')"));
   }
   for (size_t s = 0; s < addrs.size(); ++s) {
@@ -167,15 +164,13 @@ absl::StatusOr<std::unique_ptr<EngramClient>> EngramClient::Create(
       return absl::InvalidArgumentError(absl::StrCat("shard ", s, " has no address"));
     }
   }
-  absl::StatusOr<std::unique_ptr<NgramHasher>> hasher =
-      NgramHasher::Create(manifest->layout);
-  if (!hasher.ok()) return hasher.status();
+  ASSIGN_OR_RETURN(std::unique_ptr<NgramHasher> hasher, NgramHasher::Create(manifest.layout));
 
   Impl& c = *impl;
   c.options = std::move(options);
-  c.manifest = *std::move(manifest);
-  c.shard_map = *std::move(map);
-  c.hasher = *std::move(hasher);
+  c.manifest = std::move(manifest);
+  c.shard_map = std::move(map);
+  c.hasher = std::move(hasher);
   c.version = c.options.version != 0 ? c.options.version : c.shard_map.version;
   c.n_layers = c.hasher->n_layers();
   c.n_cols = c.hasher->n_cols();
@@ -201,9 +196,8 @@ absl::StatusOr<std::unique_ptr<EngramClient>> EngramClient::Create(
         c.options.metrics_registry, c.n_shards, [self] { return self->stats(); });
   }
   if (client->impl_->options.local_cache_bytes > 0) {
-    absl::StatusOr<std::unique_ptr<LocalCache>> cache = LocalCache::Build(*client);
-    if (!cache.ok()) return cache.status();
-    client->impl_->local_cache = *std::move(cache);
+    ASSIGN_OR_RETURN(std::unique_ptr<LocalCache> cache, LocalCache::Build(*client));
+    client->impl_->local_cache = std::move(cache);
   }
   return client;
 }

@@ -7,6 +7,7 @@
 #include "client/engram_client.h"
 #include "client/engram_client_impl.h"
 #include "common/hot_profile.h"
+#include "common/status_macros.h"
 
 namespace engram {
 absl::StatusOr<std::unique_ptr<LocalCache>> LocalCache::Build(EngramClient& client) {
@@ -19,10 +20,9 @@ absl::StatusOr<std::unique_ptr<LocalCache>> LocalCache::Build(EngramClient& clie
   }
   std::vector<HotProfileEntry> all;
   for (int s = 0; s < c.n_shards; ++s) {
-    absl::StatusOr<std::vector<HotProfileEntry>> p = ReadHotProfile(
-        o.local_cache_profiles[s], c.shard_map, static_cast<uint32_t>(s));
-    if (!p.ok()) return p.status();
-    all.insert(all.end(), p->begin(), p->end());
+    ASSIGN_OR_RETURN(std::vector<HotProfileEntry> p, ReadHotProfile(
+        o.local_cache_profiles[s], c.shard_map, static_cast<uint32_t>(s)));
+    all.insert(all.end(), p.begin(), p.end());
   }
   std::stable_sort(all.begin(), all.end(),
                    [](const HotProfileEntry& a, const HotProfileEntry& b) {
@@ -47,16 +47,15 @@ absl::StatusOr<std::unique_ptr<LocalCache>> LocalCache::Build(EngramClient& clie
 
   // Fetch through the ordinary step machinery: one "step" whose unique rows
   // are the cache's rows.
-  absl::StatusOr<Step> step = c.FetchRows(rows);
-  if (!step.ok()) return step.status();
+  ASSIGN_OR_RETURN(Step step, c.FetchRows(rows));
   uint64_t off = 0;
   for (int l = 0; l < c.n_layers; ++l) {
-    if (absl::Status s = step->WaitArrived(l); !s.ok()) {
+    if (absl::Status s = step.WaitArrived(l); !s.ok()) {
       return absl::Status(s.code(),
                           absl::StrCat("filling the local cache: ", s.message()));
     }
     const size_t rb = static_cast<size_t>(client.row_bytes(l));
-    const std::vector<const uint8_t*> src = c.UniqueRowSources(*step, l);
+    const std::vector<const uint8_t*> src = c.UniqueRowSources(step, l);
     for (size_t k = 0; k < rows[l].size(); ++k) {
       std::memcpy(cache->arena_.data() + off, src[k], rb);
       cache->index_.Insert(Key(static_cast<uint32_t>(l), rows[l][k]),

@@ -8,6 +8,7 @@
 #include "client/engram_client_impl.h"
 #include "client/step_state.h"
 #include "common/fp8.h"
+#include "common/status_macros.h"
 #include "common/table.h"
 
 namespace engram {
@@ -80,7 +81,7 @@ absl::Duration Step::FetchLatency(int layer) {
 }
 
 absl::Status Step::Wait(int layer, RowFormat format, std::span<uint8_t> out) {
-  if (absl::Status s = WaitArrived(layer); !s.ok()) return s;
+  RETURN_IF_ERROR(WaitArrived(layer));
   StepState& st = *state_;
   StepState::Layer& ly = st.layers[layer];
   const LayerInfo& info = client_->manifest.layers[layer];

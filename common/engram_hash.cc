@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace engram {
 namespace {
@@ -45,7 +46,7 @@ NgramHasher::NgramHasher(HashLayout layout, HasherOptions options)
 
 absl::StatusOr<std::unique_ptr<NgramHasher>> NgramHasher::Create(
     HashLayout layout, HasherOptions options) {
-  if (absl::Status s = layout.Validate(); !s.ok()) return s;
+  RETURN_IF_ERROR(layout.Validate());
   return std::unique_ptr<NgramHasher>(
       new NgramHasher(std::move(layout), options));
 }
@@ -153,9 +154,7 @@ absl::Status NgramHasher::Hash(SequenceState& seq, int64_t start_pos,
                                std::span<const int64_t> input_ids,
                                std::span<const uint8_t> mask,
                                RowId* out) const {
-  if (absl::Status s = Check(seq, start_pos, input_ids, mask); !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(Check(seq, start_pos, input_ids, mask));
   HashChecked(seq, start_pos, input_ids, mask, out);
   return absl::OkStatus();
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace engram {
 namespace {
@@ -54,9 +55,8 @@ absl::Status ForEachChunk(const std::string& path, Fn fn) {
 
 absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
   std::string out;
-  absl::Status s = ForEachChunk(
-      path, [&](const char* data, size_t n) { out.append(data, n); });
-  if (!s.ok()) return s;
+  RETURN_IF_ERROR(ForEachChunk(
+      path, [&](const char* data, size_t n) { out.append(data, n); }));
   return out;
 }
 

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/engram_hash.h"
 #include "common/layout_json.h"
+#include "common/status_macros.h"
 
 namespace engram {
 namespace {
@@ -48,10 +49,8 @@ absl::StatusOr<HashGoldenResult> CheckHashGoldenFile(const std::string& path) {
   }
   absl::StatusOr<HashLayout> layout = LayoutFromJsonValue(doc["layout"]);
   if (!layout.ok()) return Malformed(path, std::string(layout.status().message()));
-  absl::StatusOr<std::unique_ptr<NgramHasher>> hasher =
-      NgramHasher::Create(*std::move(layout));
-  if (!hasher.ok()) return hasher.status();
-  const NgramHasher& h = **hasher;
+  ASSIGN_OR_RETURN(std::unique_ptr<NgramHasher> hasher, NgramHasher::Create(*std::move(layout)));
+  const NgramHasher& h = *hasher;
   const size_t per_pos = static_cast<size_t>(h.ids_per_position());
 
   std::vector<std::unique_ptr<SequenceState>> seqs;

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
+#include "common/status_macros.h"
 
 namespace engram {
 namespace {
@@ -52,30 +53,29 @@ absl::Status WriteHotProfile(const std::string& path,
 
 absl::StatusOr<std::vector<HotProfileEntry>> ReadHotProfile(
     const std::string& path, const ShardMap& map, uint32_t shard) {
-  absl::StatusOr<std::string> data = ReadFileToString(path);
-  if (!data.ok()) return data.status();
+  ASSIGN_OR_RETURN(std::string data, ReadFileToString(path));
   auto corrupt = [&](const std::string& what) {
     return absl::DataLossError(absl::StrCat(
         "hot profile ", path, ": ", what,
         "; re-run engramctl import --profile-trace into a new directory"));
   };
-  if (data->size() < kHeaderBytes ||
-      std::memcmp(data->data(), kHotProfileMagic, 4) != 0) {
+  if (data.size() < kHeaderBytes ||
+      std::memcmp(data.data(), kHotProfileMagic, 4) != 0) {
     return corrupt("not a hot profile (bad magic or too short)");
   }
-  const uint32_t version = Take<uint32_t>(data->data() + 4);
+  const uint32_t version = Take<uint32_t>(data.data() + 4);
   if (version != kHotProfileVersion) {
     return corrupt(absl::StrCat("version ", version, " is not supported"));
   }
-  const uint64_t n = Take<uint64_t>(data->data() + 8);
-  if (n > (data->size() - kHeaderBytes) / kEntryBytes ||
-      data->size() != kHeaderBytes + n * kEntryBytes) {
+  const uint64_t n = Take<uint64_t>(data.data() + 8);
+  if (n > (data.size() - kHeaderBytes) / kEntryBytes ||
+      data.size() != kHeaderBytes + n * kEntryBytes) {
     return corrupt(absl::StrCat("header says ", n, " entries, file has ",
-                                data->size(), " bytes"));
+                                data.size(), " bytes"));
   }
   std::vector<HotProfileEntry> out(n);
   for (uint64_t i = 0; i < n; ++i) {
-    const char* p = data->data() + kHeaderBytes + i * kEntryBytes;
+    const char* p = data.data() + kHeaderBytes + i * kEntryBytes;
     HotProfileEntry& e = out[i];
     e = {Take<uint32_t>(p), Take<uint64_t>(p + 4), Take<uint64_t>(p + 12)};
     if (e.layer >= map.layer_rows.size() || e.row >= map.layer_rows[e.layer] ||

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "common/layout_json.h"
+#include "common/status_macros.h"
 
 namespace engram {
 namespace {
@@ -49,10 +50,7 @@ absl::Status ToInts2(const json& j, const std::string& name,
   if (!j.is_array()) return Bad(absl::StrCat(name, " must be an array"));
   out->assign(j.size(), {});
   for (size_t i = 0; i < j.size(); ++i) {
-    if (auto s = ToInts(j[i], absl::StrCat(name, "[", i, "]"), &(*out)[i]);
-        !s.ok()) {
-      return s;
-    }
+    RETURN_IF_ERROR(ToInts(j[i], absl::StrCat(name, "[", i, "]"), &(*out)[i]));
   }
   return absl::OkStatus();
 }
@@ -87,30 +85,20 @@ absl::Status HashLayout::Validate() const {
                        : Bad(absl::StrCat(what, " has ", got,
                                           " entries, expected ", want));
   };
-  if (auto s = count(multipliers.size(), L, "multipliers"); !s.ok()) return s;
-  if (auto s = count(primes.size(), L, "primes"); !s.ok()) return s;
-  if (auto s = count(offsets.size(), L, "offsets"); !s.ok()) return s;
-  if (auto s = count(table_rows.size(), L, "table_rows"); !s.ok()) return s;
+  RETURN_IF_ERROR(count(multipliers.size(), L, "multipliers"));
+  RETURN_IF_ERROR(count(primes.size(), L, "primes"));
+  RETURN_IF_ERROR(count(offsets.size(), L, "offsets"));
+  RETURN_IF_ERROR(count(table_rows.size(), L, "table_rows"));
   for (int l = 0; l < L; ++l) {
     const std::string at = absl::StrCat("[", l, "]");
-    if (auto s = count(multipliers[l].size(), max_ngram_size,
-                       "multipliers" + at);
-        !s.ok()) {
-      return s;
-    }
-    if (auto s = count(primes[l].size(), n_orders(), "primes" + at); !s.ok()) {
-      return s;
-    }
-    if (auto s = count(offsets[l].size(), n_cols(), "offsets" + at); !s.ok()) {
-      return s;
-    }
+    RETURN_IF_ERROR(count(multipliers[l].size(), max_ngram_size,
+                       "multipliers" + at));
+    RETURN_IF_ERROR(count(primes[l].size(), n_orders(), "primes" + at));
+    RETURN_IF_ERROR(count(offsets[l].size(), n_cols(), "offsets" + at));
     if (table_rows[l] <= 0) return Bad("table_rows" + at + " must be positive");
     for (int o = 0; o < n_orders(); ++o) {
-      if (auto s = count(primes[l][o].size(), n_heads,
-                         absl::StrCat("primes", at, "[", o, "]"));
-          !s.ok()) {
-        return s;
-      }
+      RETURN_IF_ERROR(count(primes[l][o].size(), n_heads,
+                         absl::StrCat("primes", at, "[", o, "]")));
       for (int h = 0; h < n_heads; ++h) {
         const int64_t p = primes[l][o][h];
         const int64_t off = offsets[l][o * n_heads + h];
@@ -154,36 +142,20 @@ absl::StatusOr<HashLayout> LayoutFromJsonValue(const json& j) {
       return Bad(absl::StrCat("missing member \"", key, "\""));
     }
   }
-  if (auto s = ToInts(j["engram_layer_ids"], "engram_layer_ids",
-                      &out.engram_layer_ids);
-      !s.ok()) {
-    return s;
-  }
-  if (auto s = ToInts(j["token_map"], "token_map", &out.token_map); !s.ok()) {
-    return s;
-  }
-  if (auto s = ToInts2(j["multipliers"], "multipliers", &out.multipliers);
-      !s.ok()) {
-    return s;
-  }
-  if (auto s = ToInts2(j["offsets"], "offsets", &out.offsets); !s.ok()) {
-    return s;
-  }
-  if (auto s = ToInts(j["table_rows"], "table_rows", &out.table_rows);
-      !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(ToInts(j["engram_layer_ids"], "engram_layer_ids",
+                      &out.engram_layer_ids));
+  RETURN_IF_ERROR(ToInts(j["token_map"], "token_map", &out.token_map));
+  RETURN_IF_ERROR(ToInts2(j["multipliers"], "multipliers", &out.multipliers));
+  RETURN_IF_ERROR(ToInts2(j["offsets"], "offsets", &out.offsets));
+  RETURN_IF_ERROR(ToInts(j["table_rows"], "table_rows", &out.table_rows));
   const json& primes = j["primes"];
   if (!primes.is_array()) return Bad("primes must be an array");
   out.primes.assign(primes.size(), {});
   for (size_t l = 0; l < primes.size(); ++l) {
-    if (auto s = ToInts2(primes[l], absl::StrCat("primes[", l, "]"),
-                         &out.primes[l]);
-        !s.ok()) {
-      return s;
-    }
+    RETURN_IF_ERROR(ToInts2(primes[l], absl::StrCat("primes[", l, "]"),
+                         &out.primes[l]));
   }
-  if (auto s = out.Validate(); !s.ok()) return s;
+  RETURN_IF_ERROR(out.Validate());
   return out;
 }
 

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "common/status_macros.h"
 
 namespace engram {
 namespace {
@@ -129,25 +130,19 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(
     uint64_t numel = 1;
     bool overflow = false;
     for (const json& d : *sh) {
-      absl::StatusOr<uint64_t> dim =
-          GetU64(d, absl::StrCat(what, ": ", at, " shape"));
-      if (!dim.ok()) return dim.status();
-      t.shape.push_back(*dim);
-      overflow = overflow || __builtin_mul_overflow(numel, *dim, &numel);
+      ASSIGN_OR_RETURN(uint64_t dim, GetU64(d, absl::StrCat(what, ": ", at, " shape")));
+      t.shape.push_back(dim);
+      overflow = overflow || __builtin_mul_overflow(numel, dim, &numel);
     }
     auto off = v.find("data_offsets");
     if (off == v.end() || !off->is_array() || off->size() != 2) {
       return Invalid(what,
                      absl::StrCat(at, " has no data_offsets [begin, end]"));
     }
-    absl::StatusOr<uint64_t> b =
-        GetU64((*off)[0], absl::StrCat(what, ": ", at, " begin"));
-    if (!b.ok()) return b.status();
-    absl::StatusOr<uint64_t> e =
-        GetU64((*off)[1], absl::StrCat(what, ": ", at, " end"));
-    if (!e.ok()) return e.status();
-    t.begin = *b;
-    t.end = *e;
+    ASSIGN_OR_RETURN(uint64_t b, GetU64((*off)[0], absl::StrCat(what, ": ", at, " begin")));
+    ASSIGN_OR_RETURN(uint64_t e, GetU64((*off)[1], absl::StrCat(what, ": ", at, " end")));
+    t.begin = b;
+    t.end = e;
     if (t.begin > t.end) {
       return Invalid(what, absl::StrCat(at, " has data_offsets begin ", t.begin,
                                         " > end ", t.end));
@@ -204,7 +199,7 @@ absl::StatusOr<SafetensorsHeader> ReadSafetensorsHeader(
         what, ": too short for a safetensors file (", size, " bytes)"));
   }
   std::string buf(8, '\0');
-  if (auto s = PreadFully(fd, buf.data(), 8, 0, what_sv); !s.ok()) return s;
+  RETURN_IF_ERROR(PreadFully(fd, buf.data(), 8, 0, what_sv));
   const uint64_t n = LoadLe64(buf.data());
   if (n <= kMaxSafetensorsHeaderBytes && 8 + n <= size) {
     buf.resize(8 + n);

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
+#include "common/status_macros.h"
 
 namespace engram {
 namespace {
@@ -96,8 +97,8 @@ absl::StatusOr<ShardMap> ShardMap::FromJson(std::string_view text) {
   const uint64_t n = j["n_shards"].get<uint64_t>();
   if (n > UINT32_MAX) return Bad("n_shards is too large");
   m.n_shards = static_cast<uint32_t>(n);
-  if (auto s = GetUints(j, "layer_rows", &m.layer_rows); !s.ok()) return s;
-  if (auto s = GetUints(j, "row_bytes", &m.row_bytes); !s.ok()) return s;
+  RETURN_IF_ERROR(GetUints(j, "layer_rows", &m.layer_rows));
+  RETURN_IF_ERROR(GetUints(j, "row_bytes", &m.row_bytes));
   if (auto it = j.find("replicas"); it != j.end()) {
     if (!it->is_array()) return Bad("\"replicas\" must be an array of arrays");
     for (const json& shard : *it) {
@@ -109,14 +110,13 @@ absl::StatusOr<ShardMap> ShardMap::FromJson(std::string_view text) {
       }
     }
   }
-  if (auto s = m.Validate(); !s.ok()) return s;
+  RETURN_IF_ERROR(m.Validate());
   return m;
 }
 
 absl::StatusOr<ShardMap> ShardMap::Load(const std::string& path) {
-  absl::StatusOr<std::string> text = ReadFileToString(path);
-  if (!text.ok()) return text.status();
-  absl::StatusOr<ShardMap> m = FromJson(*text);
+  ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
+  absl::StatusOr<ShardMap> m = FromJson(text);
   if (!m.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": ", m.status().message()));
@@ -125,7 +125,7 @@ absl::StatusOr<ShardMap> ShardMap::Load(const std::string& path) {
 }
 
 absl::Status ShardMap::Save(const std::string& path) const {
-  if (auto s = Validate(); !s.ok()) return s;
+  RETURN_IF_ERROR(Validate());
   return WriteFileAtomically(path, ToJson());
 }
 

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "common/status_macros.h"
 #include "common/table_internal.h"
 
 namespace engram {
@@ -47,18 +48,16 @@ std::string FormatChecksum(uint64_t xxh3) {
 
 absl::StatusOr<std::unique_ptr<TableReader>> TableReader::Open(
     const std::string& table_dir) {
-  absl::StatusOr<TableManifest> m = TableManifest::Load(table_dir);
-  if (!m.ok()) return m.status();
+  ASSIGN_OR_RETURN(TableManifest m, TableManifest::Load(table_dir));
   std::unique_ptr<TableReader> r(new TableReader());
-  r->manifest_ = std::move(*m);
+  r->manifest_ = std::move(m);
   r->rows_path_ = JoinPath(table_dir, r->manifest_.rows_file);
   const std::string& path = r->rows_path_;
   r->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (r->fd_ < 0)
     return ErrnoStatus(absl::StrCat("cannot open rows file ", path), errno);
-  absl::StatusOr<SafetensorsHeader> h = ReadSafetensorsHeader(r->fd_, path);
-  if (!h.ok()) return h.status();
-  r->header_ = std::move(*h);
+  ASSIGN_OR_RETURN(SafetensorsHeader h, ReadSafetensorsHeader(r->fd_, path));
+  r->header_ = std::move(h);
   // Finds a layer's tensor, checks dtype and shape, returns its offset.
   auto check = [&](const LayerInfo& l, const std::string& name,
                    const char* dtype, int cols,
@@ -84,13 +83,10 @@ absl::StatusOr<std::unique_ptr<TableReader>> TableReader::Open(
   };
   for (const LayerInfo& l : r->manifest_.layers) {
     LayerExtent ext{};
-    if (auto s = FirstError({check(l, l.weight_tensor, kWeightDtype, l.head_dim,
+    RETURN_IF_ERROR(FirstError({check(l, l.weight_tensor, kWeightDtype, l.head_dim,
                                    &ext.weight_offset),
                              check(l, l.scale_tensor, kScaleDtype,
-                                   l.scale_bytes(), &ext.scale_offset)});
-        !s.ok()) {
-      return s;
-    }
+                                   l.scale_bytes(), &ext.scale_offset)}));
     r->extents_.push_back(ext);
   }
   return r;
@@ -157,9 +153,7 @@ absl::Status TableReader::VerifyChecksums(
     XxhState st = NewXxh();
     for (uint64_t row = 0; row < l.rows; row += chunk) {
       const uint64_t n = std::min(chunk, l.rows - row);
-      if (auto s = ReadRows(static_cast<int>(i), row, n, buf.data()); !s.ok()) {
-        return s;
-      }
+      RETURN_IF_ERROR(ReadRows(static_cast<int>(i), row, n, buf.data()));
       XXH3_64bits_update(st.get(), buf.data(), n * l.row_bytes);
       done += n;
       if (progress) progress(done, total);
@@ -249,10 +243,7 @@ absl::StatusOr<std::unique_ptr<TableWriter>> TableWriter::Create(
       ::open(rows_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (w->fd_ < 0)
     return ErrnoStatus(absl::StrCat("cannot create ", rows_path), errno);
-  if (auto s = PwriteFully(w->fd_, header.data(), header.size(), 0, rows_path);
-      !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(PwriteFully(w->fd_, header.data(), header.size(), 0, rows_path));
   if (::ftruncate(w->fd_, static_cast<off_t>(header.size() + cursor)) != 0) {
     return ErrnoStatus(absl::StrCat("cannot size ", rows_path), errno);
   }
@@ -286,16 +277,10 @@ absl::Status TableWriter::AppendRows(int layer, const uint8_t* rows,
     std::memcpy(scale_buf_.data() + i * sc, rows + i * rb + hd, sc);
   }
   const std::string what = JoinPath(dir_, manifest_.rows_file);
-  if (auto s = PwriteFully(fd_, weight_buf_.data(), n * hd,
-                           st.weight_offset + st.next_row * hd, what);
-      !s.ok()) {
-    return s;
-  }
-  if (auto s = PwriteFully(fd_, scale_buf_.data(), n * sc,
-                           st.scale_offset + st.next_row * sc, what);
-      !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(PwriteFully(fd_, weight_buf_.data(), n * hd,
+                           st.weight_offset + st.next_row * hd, what));
+  RETURN_IF_ERROR(PwriteFully(fd_, scale_buf_.data(), n * sc,
+                           st.scale_offset + st.next_row * sc, what));
   XXH3_64bits_update(st.xxh.get(), rows, n * rb);
   st.next_row += n;
   return absl::OkStatus();
@@ -322,7 +307,7 @@ absl::Status TableWriter::Finish() {
     manifest_.layers[i].checksum =
         FormatChecksum(XXH3_64bits_digest(layers_[i]->xxh.get()));
   }
-  if (auto s = manifest_.Save(dir_); !s.ok()) return s;
+  RETURN_IF_ERROR(manifest_.Save(dir_));
   finished_ = true;
   return absl::OkStatus();
 }

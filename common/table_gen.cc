@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/fp8.h"
+#include "common/status_macros.h"
 #include "common/table.h"
 
 namespace engram {
@@ -146,17 +147,16 @@ absl::StatusOr<nlohmann::json> ReadJsonFile(const std::string& path) {
 
 // Applies a token map file (array, or {"token_map": [...], "pad_id": N}).
 absl::Status ApplyTokenMapFile(const std::string& path, HashLayout* layout) {
-  absl::StatusOr<nlohmann::json> j = ReadJsonFile(path);
-  if (!j.ok()) return j.status();
-  const nlohmann::json* arr = &*j;
-  if (j->is_object()) {
-    auto it = j->find("token_map");
-    if (it == j->end()) {
+  ASSIGN_OR_RETURN(nlohmann::json j, ReadJsonFile(path));
+  const nlohmann::json* arr = &j;
+  if (j.is_object()) {
+    auto it = j.find("token_map");
+    if (it == j.end()) {
       return absl::InvalidArgumentError(
           absl::StrCat(path, ": object without a \"token_map\" member"));
     }
     arr = &*it;
-    if (auto p = j->find("pad_id"); p != j->end()) {
+    if (auto p = j.find("pad_id"); p != j.end()) {
       if (!p->is_number_integer()) {
         return absl::InvalidArgumentError(
             absl::StrCat(path, ": pad_id must be an integer"));
@@ -251,9 +251,8 @@ absl::Status ResolveGeometry(const GenTableOptions& options, int* head_dim,
 absl::StatusOr<HashLayout> BuildPresetLayout(const GenTableOptions& options) {
   HashLayout layout;
   if (!options.layout_file.empty()) {
-    absl::StatusOr<HashLayout> l = HashLayout::FromFile(options.layout_file);
-    if (!l.ok()) return l.status();
-    layout = std::move(*l);
+    ASSIGN_OR_RETURN(HashLayout l, HashLayout::FromFile(options.layout_file));
+    layout = std::move(l);
   } else {
     if (options.preset != "v41" && options.preset != "small") {
       return absl::InvalidArgumentError(
@@ -293,11 +292,9 @@ absl::StatusOr<HashLayout> BuildPresetLayout(const GenTableOptions& options) {
     }
   }
   if (!options.token_map_file.empty()) {
-    if (auto s = ApplyTokenMapFile(options.token_map_file, &layout); !s.ok()) {
-      return s;
-    }
+    RETURN_IF_ERROR(ApplyTokenMapFile(options.token_map_file, &layout));
   }
-  if (auto s = layout.Validate(); !s.ok()) return s;
+  RETURN_IF_ERROR(layout.Validate());
   return layout;
 }
 
@@ -325,39 +322,29 @@ absl::Status GenerateTable(
     return absl::InvalidArgumentError("GenerateTable: out_dir is empty");
   }
   int head_dim, scale_block;
-  if (auto s = ResolveGeometry(options, &head_dim, &scale_block); !s.ok()) {
-    return s;
-  }
-  absl::StatusOr<HashLayout> layout = BuildPresetLayout(options);
-  if (!layout.ok()) return layout.status();
-  absl::StatusOr<TableManifest> manifest =
-      TableManifest::ForLayout(options.table_name, options.version,
-                               std::move(*layout), head_dim, scale_block);
-  if (!manifest.ok()) return manifest.status();
-  const uint64_t total = manifest->total_rows();
-  absl::StatusOr<std::unique_ptr<TableWriter>> writer =
-      TableWriter::Create(options.out_dir, std::move(*manifest));
-  if (!writer.ok()) return writer.status();
+  RETURN_IF_ERROR(ResolveGeometry(options, &head_dim, &scale_block));
+  ASSIGN_OR_RETURN(HashLayout layout, BuildPresetLayout(options));
+  ASSIGN_OR_RETURN(TableManifest manifest, TableManifest::ForLayout(options.table_name, options.version,
+                               std::move(layout), head_dim, scale_block));
+  const uint64_t total = manifest.total_rows();
+  ASSIGN_OR_RETURN(std::unique_ptr<TableWriter> writer, TableWriter::Create(options.out_dir, std::move(manifest)));
 
   constexpr uint64_t kChunkRows = 16384;
   const size_t row_bytes = fp8::RowBytes(head_dim, scale_block);
   std::vector<uint8_t> buf(kChunkRows * row_bytes);
   uint64_t done = 0;
-  const auto& layers = (*writer)->manifest().layers;
+  const auto& layers = writer->manifest().layers;
   for (size_t l = 0; l < layers.size(); ++l) {
     for (uint64_t row = 0; row < layers[l].rows; row += kChunkRows) {
       const uint64_t n = std::min(kChunkRows, layers[l].rows - row);
       GenerateRows(options.seed, static_cast<int>(l), row, n, head_dim,
                    scale_block, buf.data());
-      if (auto s = (*writer)->AppendRows(static_cast<int>(l), buf.data(), n);
-          !s.ok()) {
-        return s;
-      }
+      RETURN_IF_ERROR(writer->AppendRows(static_cast<int>(l), buf.data(), n));
       done += n;
       if (progress) progress(done, total);
     }
   }
-  return (*writer)->Finish();
+  return writer->Finish();
 }
 
 }  // namespace engram

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/fp8.h"
+#include "common/status_macros.h"
 #include "common/table.h"
 
 namespace engram {
@@ -152,12 +153,11 @@ class GenTableTest : public ::testing::Test {
     o.engram_vocab_size = 300;
     o.seed = seed;
     uint64_t last = 0, total = 0;
-    absl::Status s = GenerateTable(o, [&](uint64_t d, uint64_t t) {
+    RETURN_IF_ERROR(GenerateTable(o, [&](uint64_t d, uint64_t t) {
       EXPECT_GE(d, last);
       last = d;
       total = t;
-    });
-    if (!s.ok()) return s;
+    }));
     EXPECT_EQ(last, total);
     return TableManifest::Load(o.out_dir);
   }

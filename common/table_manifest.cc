@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "common/layout_json.h"
+#include "common/status_macros.h"
 #include "common/table_internal.h"
 
 namespace engram {
@@ -127,7 +128,7 @@ absl::StatusOr<LayerInfo> LayerFromJson(const json& j, size_t i) {
   if (!j.is_object()) return Bad(absl::StrCat(at, "not an object"));
   LayerInfo l;
   std::string weight_dtype, scale_dtype;
-  if (auto s = FirstError(
+  RETURN_IF_ERROR(FirstError(
           {Get(j, "index", at, &l.index), Get(j, "layer_id", at, &l.layer_id),
            Get(j, "rows", at, &l.rows), Get(j, "head_dim", at, &l.head_dim),
            Get(j, "scale_block", at, &l.scale_block),
@@ -136,10 +137,7 @@ absl::StatusOr<LayerInfo> LayerFromJson(const json& j, size_t i) {
            Get(j, "scale_dtype", at, &scale_dtype),
            Get(j, "weight_tensor", at, &l.weight_tensor),
            Get(j, "scale_tensor", at, &l.scale_tensor),
-           Get(j, "checksum", at, &l.checksum)});
-      !s.ok()) {
-    return s;
-  }
+           Get(j, "checksum", at, &l.checksum)}));
   if (weight_dtype != kWeightDtype || scale_dtype != kScaleDtype) {
     return Bad(absl::StrCat(at, "dtypes ", weight_dtype, "/", scale_dtype,
                             " unsupported; expected ", kWeightDtype, "/",
@@ -173,7 +171,7 @@ absl::StatusOr<TableManifest> TableManifest::ForLayout(std::string table,
     l.scale_tensor = EngramScaleTensorName(l.layer_id);
     m.layers.push_back(std::move(l));
   }
-  if (auto s = m.Validate(/*require_checksums=*/false); !s.ok()) return s;
+  RETURN_IF_ERROR(m.Validate(/*require_checksums=*/false));
   return m;
 }
 
@@ -183,7 +181,7 @@ absl::Status TableManifest::Validate(bool require_checksums) const {
     return Bad(absl::StrCat("rows_file \"", rows_file,
                             "\" must be a relative path inside the table"));
   }
-  if (auto s = layout.Validate(); !s.ok()) return s;
+  RETURN_IF_ERROR(layout.Validate());
   if (static_cast<int>(layers.size()) != layout.n_layers()) {
     return Bad(absl::StrCat("has ", layers.size(), " layers, the layout has ",
                             layout.n_layers()));
@@ -261,37 +259,29 @@ absl::StatusOr<TableManifest> TableManifest::FromJson(std::string_view text) {
   TableManifest m;
   std::string format;
   uint64_t format_version = 0;
-  if (auto s = FirstError({Get(j, "format", "", &format),
-                           Get(j, "format_version", "", &format_version)});
-      !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(FirstError({Get(j, "format", "", &format),
+                           Get(j, "format_version", "", &format_version)}));
   if (format != kTableFormat || format_version != kTableFormatVersion) {
     return Bad(absl::StrCat("format \"", format, "\" version ", format_version,
                             " unsupported; expected \"", kTableFormat,
                             "\" version ", kTableFormatVersion));
   }
-  if (auto s = FirstError({Get(j, "table", "", &m.table),
+  RETURN_IF_ERROR(FirstError({Get(j, "table", "", &m.table),
                            Get(j, "version", "", &m.version),
-                           Get(j, "rows_file", "", &m.rows_file)});
-      !s.ok()) {
-    return s;
-  }
+                           Get(j, "rows_file", "", &m.rows_file)}));
   auto lay = j.find("layout");
   if (lay == j.end()) return Bad("missing member \"layout\"");
-  absl::StatusOr<HashLayout> layout = LayoutFromJsonValue(*lay);
-  if (!layout.ok()) return layout.status();
-  m.layout = std::move(*layout);
+  ASSIGN_OR_RETURN(HashLayout layout, LayoutFromJsonValue(*lay));
+  m.layout = std::move(layout);
   auto layers = j.find("layers");
   if (layers == j.end() || !layers->is_array()) {
     return Bad("missing array member \"layers\"");
   }
   for (size_t i = 0; i < layers->size(); ++i) {
-    absl::StatusOr<LayerInfo> l = LayerFromJson((*layers)[i], i);
-    if (!l.ok()) return l.status();
-    m.layers.push_back(std::move(*l));
+    ASSIGN_OR_RETURN(LayerInfo l, LayerFromJson((*layers)[i], i));
+    m.layers.push_back(std::move(l));
   }
-  if (auto st = m.Validate(/*require_checksums=*/true); !st.ok()) return st;
+  RETURN_IF_ERROR(m.Validate(/*require_checksums=*/true));
   return m;
 }
 
@@ -312,7 +302,7 @@ absl::StatusOr<TableManifest> TableManifest::Load(
 }
 
 absl::Status TableManifest::Save(const std::string& table_dir) const {
-  if (auto s = Validate(/*require_checksums=*/true); !s.ok()) return s;
+  RETURN_IF_ERROR(Validate(/*require_checksums=*/true));
   return WriteFileAtomic(table_dir, JoinPath(table_dir, kManifestFile),
                          ToJson());
 }

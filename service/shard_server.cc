@@ -15,6 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "common/metrics/exposer.h"
 #include "common/metrics/registry.h"
+#include "common/status_macros.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -57,9 +58,7 @@ absl::Status ShardServerOptions::Validate() const {
     return absl::InvalidArgumentError(absl::StrCat(
         "listen address \"", options.listen, "\" is not host:port"));
   }
-  if (absl::Status s = CheckPortOption("metrics port", options.metrics_port); !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(CheckPortOption("metrics port", options.metrics_port));
   if (options.threads < 1 || options.threads > 1024) {
     return absl::InvalidArgumentError(
         absl::StrCat("threads = ", options.threads, " is not in 1..1024"));
@@ -77,9 +76,7 @@ absl::Status ShardServerOptions::Validate() const {
         "hot tier cache share ", options.hot_cache_share_percent,
         "% is not -1 (auto) or in 0..100"));
   }
-  if (absl::Status s = CheckPortOption("row stream port", options.stream_port); !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(CheckPortOption("row stream port", options.stream_port));
   if (options.stream_advertise_port < 0 || options.stream_advertise_port > 65535) {
     return absl::InvalidArgumentError(
         absl::StrCat("advertised row stream port ", options.stream_advertise_port,
@@ -149,10 +146,10 @@ ShardServer::ShardServer() = default;
 
 absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::Start(
     const ShardServerOptions& options) {
-  if (absl::Status s = options.Validate(); !s.ok()) return s;
+  RETURN_IF_ERROR(options.Validate());
   std::unique_ptr<ShardServer> server(new ShardServer());
   server->listen_host_ = HostOf(options.listen);
-  if (absl::Status s = server->OpenData(options); !s.ok()) return s;
+  RETURN_IF_ERROR(server->OpenData(options));
   server->StartMetrics();
   if (options.metrics_port >= 0) {
     auto exposer = metrics::Exposer::Create(
@@ -174,15 +171,14 @@ absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::Start(
     // As gRPC's limit below: max_rows_per_request ids of up to 10 bytes.
     stream_options.max_request_bytes =
         size_t{options.max_rows_per_request} * 11 + (size_t{1} << 16);
-    auto stream = StreamServer::Start(stream_options, server->service_.get(),
-                                      server->metrics_.get());
-    if (!stream.ok()) return stream.status();
-    server->stream_ = std::move(*stream);
+    ASSIGN_OR_RETURN(auto stream, StreamServer::Start(stream_options, server->service_.get(),
+                                      server->metrics_.get()));
+    server->stream_ = std::move(stream);
     server->service_->set_stream_port(options.stream_advertise_port > 0
                                           ? options.stream_advertise_port
                                           : server->stream_->port());
   }
-  if (absl::Status s = server->StartGrpc(options); !s.ok()) return s;
+  RETURN_IF_ERROR(server->StartGrpc(options));
   return server;
 }
 

@@ -9,6 +9,7 @@
 #include <iterator>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace engram {
 namespace {
@@ -36,7 +37,7 @@ class Cursor {
     auto* dst = static_cast<uint8_t*>(out);
     while (n > 0) {
       if (pos_ < buf_pos_ || pos_ >= buf_pos_ + buf_len_) {
-        if (auto s = Fill(); !s.ok()) return s;
+        RETURN_IF_ERROR(Fill());
       }
       const uint64_t avail = buf_pos_ + buf_len_ - pos_;
       const uint64_t take = n < avail ? n : avail;
@@ -55,7 +56,7 @@ class Cursor {
 
   absl::Status GetString(std::string* out) {
     uint64_t len = 0;
-    if (auto s = Get(&len); !s.ok()) return s;
+    RETURN_IF_ERROR(Get(&len));
     if (len > kMaxStringBytes) {
       return absl::InvalidArgumentError(absl::StrCat(
           what_, ": string of ", len, " bytes at byte ", pos_ - 8,
@@ -117,7 +118,7 @@ bool IsSignedType(GgufType t) {
 absl::Status GetInt(Cursor& c, GgufType t, uint64_t* out) {
   uint8_t raw[8] = {0};
   const uint64_t n = ScalarBytes(t);
-  if (auto s = c.Read(raw, n); !s.ok()) return s;
+  RETURN_IF_ERROR(c.Read(raw, n));
   uint64_t v = 0;
   for (uint64_t i = 0; i < n; ++i) v |= uint64_t{raw[i]} << (8 * i);
   if (IsSignedType(t) && n < 8 && (v >> (8 * n - 1)) != 0) {
@@ -137,7 +138,7 @@ absl::Status ReadValue(Cursor& c, GgufType type, const std::string& key,
   switch (type) {
     case GgufType::kF32: {
       float f = 0;
-      if (auto s = c.Get(&f); !s.ok()) return s;
+      RETURN_IF_ERROR(c.Get(&f));
       out->real = f;
       return absl::OkStatus();
     }
@@ -147,8 +148,8 @@ absl::Status ReadValue(Cursor& c, GgufType type, const std::string& key,
       return c.GetString(&out->str);
     case GgufType::kArray: {
       uint32_t elem = 0;
-      if (auto s = c.Get(&elem); !s.ok()) return s;
-      if (auto s = c.Get(&out->count); !s.ok()) return s;
+      RETURN_IF_ERROR(c.Get(&elem));
+      RETURN_IF_ERROR(c.Get(&out->count));
       out->elem_type = static_cast<GgufType>(elem);
       const uint64_t width = ScalarBytes(out->elem_type);
       // Every element takes at least 8 bytes (a string's length) otherwise.
@@ -167,16 +168,14 @@ absl::Status ReadValue(Cursor& c, GgufType type, const std::string& key,
       if (IsIntegerType(out->elem_type)) {
         out->ints.resize(out->count);
         for (uint64_t i = 0; i < out->count; ++i) {
-          if (auto s = GetInt(c, out->elem_type, &out->ints[i]); !s.ok()) {
-            return s;
-          }
+          RETURN_IF_ERROR(GetInt(c, out->elem_type, &out->ints[i]));
         }
         return absl::OkStatus();
       }
       if (width != 0) return c.Skip(out->count * width);  // float arrays
       std::string skipped;
       for (uint64_t i = 0; i < out->count; ++i) {
-        if (auto s = c.GetString(&skipped); !s.ok()) return s;
+        RETURN_IF_ERROR(c.GetString(&skipped));
       }
       return absl::OkStatus();
     }
@@ -229,19 +228,19 @@ absl::StatusOr<GgufHeader> ReadGgufHeader(int fd, const std::string& what) {
   h.file_size = static_cast<uint64_t>(st.st_size);
   Cursor c(fd, h.file_size, what);
   char magic[4];
-  if (auto s = c.Read(magic, 4); !s.ok()) return s;
+  RETURN_IF_ERROR(c.Read(magic, 4));
   if (std::memcmp(magic, "GGUF", 4) != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": not a GGUF file (no \"GGUF\" magic)"));
   }
-  if (auto s = c.Get(&h.version); !s.ok()) return s;
+  RETURN_IF_ERROR(c.Get(&h.version));
   if (h.version != 2 && h.version != 3) {
     return absl::InvalidArgumentError(absl::StrCat(
         what, ": GGUF version ", h.version, " is not supported (want 3)"));
   }
   uint64_t n_tensors = 0, n_kv = 0;
-  if (auto s = c.Get(&n_tensors); !s.ok()) return s;
-  if (auto s = c.Get(&n_kv); !s.ok()) return s;
+  RETURN_IF_ERROR(c.Get(&n_tensors));
+  RETURN_IF_ERROR(c.Get(&n_kv));
   // Each kv takes >= 12 bytes and each tensor info >= 24.
   if (n_kv > c.remaining() / 12 || n_tensors > c.remaining() / 24) {
     return absl::DataLossError(absl::StrCat(
@@ -251,13 +250,10 @@ absl::StatusOr<GgufHeader> ReadGgufHeader(int fd, const std::string& what) {
   for (uint64_t i = 0; i < n_kv; ++i) {
     std::string key;
     uint32_t type = 0;
-    if (auto s = c.GetString(&key); !s.ok()) return s;
-    if (auto s = c.Get(&type); !s.ok()) return s;
+    RETURN_IF_ERROR(c.GetString(&key));
+    RETURN_IF_ERROR(c.Get(&type));
     GgufValue v;
-    if (auto s = ReadValue(c, static_cast<GgufType>(type), key, what, &v);
-        !s.ok()) {
-      return s;
-    }
+    RETURN_IF_ERROR(ReadValue(c, static_cast<GgufType>(type), key, what, &v));
     h.metadata[key] = std::move(v);
   }
   if (const GgufValue* a = h.Find("general.alignment"); a != nullptr) {
@@ -271,18 +267,18 @@ absl::StatusOr<GgufHeader> ReadGgufHeader(int fd, const std::string& what) {
   h.tensors.resize(n_tensors);
   for (GgufTensorInfo& t : h.tensors) {
     uint32_t n_dims = 0;
-    if (auto s = c.GetString(&t.name); !s.ok()) return s;
-    if (auto s = c.Get(&n_dims); !s.ok()) return s;
+    RETURN_IF_ERROR(c.GetString(&t.name));
+    RETURN_IF_ERROR(c.Get(&n_dims));
     if (n_dims > kMaxDims) {
       return absl::InvalidArgumentError(absl::StrCat(
           what, ": tensor ", t.name, " has ", n_dims, " dimensions"));
     }
     t.dims.resize(n_dims);
     for (uint64_t& d : t.dims) {
-      if (auto s = c.Get(&d); !s.ok()) return s;
+      RETURN_IF_ERROR(c.Get(&d));
     }
-    if (auto s = c.Get(&t.type); !s.ok()) return s;
-    if (auto s = c.Get(&t.offset); !s.ok()) return s;
+    RETURN_IF_ERROR(c.Get(&t.type));
+    RETURN_IF_ERROR(c.Get(&t.offset));
     if (t.offset % h.alignment != 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           what, ": tensor ", t.name, " has offset ", t.offset,
@@ -314,10 +310,9 @@ absl::StatusOr<std::unique_ptr<GgufEngramFile>> GgufEngramFile::Open(
     return errno == ENOENT ? absl::NotFoundError(msg)
                            : absl::InvalidArgumentError(msg);
   }
-  absl::StatusOr<GgufHeader> h = ReadGgufHeader(f->fd_, path);
-  if (!h.ok()) return h.status();
-  f->header_ = *std::move(h);
-  if (auto s = f->BuildLayout(); !s.ok()) return s;
+  ASSIGN_OR_RETURN(GgufHeader h, ReadGgufHeader(f->fd_, path));
+  f->header_ = std::move(h);
+  RETURN_IF_ERROR(f->BuildLayout());
   return f;
 }
 
@@ -412,9 +407,7 @@ absl::Status GgufEngramFile::BuildLayout() {
       {"head_count", &head_count, false, false, false},
   };
   for (const Want& w : wants) {
-    if (auto s = ints(w.key, w.required, w.array, w.bits, w.out); !s.ok()) {
-      return s;
-    }
+    RETURN_IF_ERROR(ints(w.key, w.required, w.array, w.bits, w.out));
   }
   const uint64_t L = layer_ids.size();
   if (L == 0) return bad(prefix, "layer_ids is empty");

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "common/table_gen.h"
 #include "gtest/gtest.h"
 #include "shard/testing/gguf_writer.h"
@@ -36,7 +37,7 @@ class GgufTest : public ::testing::Test {
  protected:
   // Writes `w` and opens it.
   absl::StatusOr<std::unique_ptr<GgufEngramFile>> OpenWritten(const GgufWriter& w) {
-    if (auto s = w.Write(path_); !s.ok()) return s;
+    RETURN_IF_ERROR(w.Write(path_));
     return GgufEngramFile::Open(path_);
   }
   // Expects Open to fail with `code` and a message containing `text`.

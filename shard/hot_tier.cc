@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "shard/admission_cache.h"
 #include "common/hot_profile.h"
 #include "common/fast_mod.h"
@@ -54,7 +55,7 @@ class HotTierImpl final : public HotTier {
         refs.push_back({ShardKeyLayer(keys[i]), ShardKeyRow(keys[i]),
                         arena_.data() + i * stride_});
       }
-      if (auto s = store.ReadRows(refs); !s.ok()) return s;
+      RETURN_IF_ERROR(store.ReadRows(refs));
       if (dense_) continue;
       for (size_t i = first; i < end; ++i) {
         index_.Insert(keys[i], static_cast<uint32_t>(i));
@@ -181,24 +182,20 @@ absl::StatusOr<std::unique_ptr<HotTier>> HotTier::Build(
       }
     }
   } else if (budget > 0 && !options.profile_path.empty()) {
-    absl::StatusOr<std::vector<HotProfileEntry>> profile =
-        ReadHotProfile(options.profile_path, map, shard);
-    if (!profile.ok()) return profile.status();
+    ASSIGN_OR_RETURN(std::vector<HotProfileEntry> profile, ReadHotProfile(options.profile_path, map, shard));
     const uint64_t pin_rows =
         (budget - budget * options.cache_share_percent / 100) / stride;
     const uint64_t skip = std::min<uint64_t>(options.skip_profile_bytes / stride,
-                                             profile->size());
-    keys.reserve(std::min<uint64_t>(pin_rows, profile->size() - skip));
-    for (size_t i = skip; i < profile->size(); ++i) {
+                                             profile.size());
+    keys.reserve(std::min<uint64_t>(pin_rows, profile.size() - skip));
+    for (size_t i = skip; i < profile.size(); ++i) {
       if (keys.size() >= pin_rows) break;
-      keys.push_back(ShardKey((*profile)[i].layer, (*profile)[i].row));
+      keys.push_back(ShardKey((profile)[i].layer, (profile)[i].row));
     }
   }
-  absl::StatusOr<HugePageBuffer> arena =
-      HugePageBuffer::Allocate(keys.size() * uint64_t{stride});
-  if (!arena.ok()) return arena.status();
+  ASSIGN_OR_RETURN(HugePageBuffer arena, HugePageBuffer::Allocate(keys.size() * uint64_t{stride}));
   auto tier = std::make_unique<HotTierImpl>(map, shard, budget, stride, keys.size(),
-                                            whole_shard, *std::move(arena));
+                                            whole_shard, std::move(arena));
   if (auto s = tier->Pin(store, keys); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("loading the hot tier: ", s.message()));
   }

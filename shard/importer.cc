@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/engram_hash.h"
+#include "common/status_macros.h"
 #include "common/table.h"
 #include "common/file_util.h"
 #include "shard/gguf.h"
@@ -54,9 +55,8 @@ struct Source {
 absl::StatusOr<Source> OpenSource(const ImportOptions& o) {
   Source src;
   if (!o.table_dir.empty()) {
-    absl::StatusOr<std::unique_ptr<TableReader>> r = TableReader::Open(o.table_dir);
-    if (!r.ok()) return r.status();
-    src.table_reader = *std::move(r);
+    ASSIGN_OR_RETURN(std::unique_ptr<TableReader> r, TableReader::Open(o.table_dir));
+    src.table_reader = std::move(r);
     const TableManifest& m = src.table_reader->manifest();
     src.kind = "table";
     src.path = o.table_dir;
@@ -69,9 +69,8 @@ absl::StatusOr<Source> OpenSource(const ImportOptions& o) {
     }
     return src;
   }
-  absl::StatusOr<std::unique_ptr<GgufEngramFile>> g = GgufEngramFile::Open(o.gguf_path);
-  if (!g.ok()) return g.status();
-  src.gguf = *std::move(g);
+  ASSIGN_OR_RETURN(std::unique_ptr<GgufEngramFile> g, GgufEngramFile::Open(o.gguf_path));
+  src.gguf = std::move(g);
   src.kind = "gguf";
   src.path = o.gguf_path;
   src.table = src.gguf->name();
@@ -127,9 +126,9 @@ absl::Status StreamSource(const Source& src, uint64_t chunk_rows,
     XXH3_64bits_reset(st);
     for (uint64_t first = 0; first < rows; first += chunk_rows) {
       const uint64_t n = std::min(chunk_rows, rows - first);
-      if (auto s = src.Read(l, first, n, buf.data()); !s.ok()) return s;
+      RETURN_IF_ERROR(src.Read(l, first, n, buf.data()));
       XXH3_64bits_update(st, buf.data(), n * rb);
-      if (auto s = sink(l, first, n, buf.data()); !s.ok()) return s;
+      RETURN_IF_ERROR(sink(l, first, n, buf.data()));
       done += n;
       if (progress) progress(done, total);
     }
@@ -182,9 +181,7 @@ absl::Status CheckExistingOut(const ImportOptions& o, const ShardMap& map,
       auto none = [](int, uint64_t, uint64_t, const uint8_t*) {
         return absl::OkStatus();
       };
-      if (auto s = StreamSource(src, o.chunk_rows, progress, &sums, none); !s.ok()) {
-        return s;
-      }
+      RETURN_IF_ERROR(StreamSource(src, o.chunk_rows, progress, &sums, none));
     }
     if (SourceChecksum(sums) == old->source_checksum) {
       *same = true;
@@ -227,9 +224,7 @@ absl::Status BuildShard(const ImportOptions& o, const Source& src,
   info.layers.resize(src.layout.n_layers());
   info.tail_format = o.tail_format;
   const std::string db_dir = tmp + "/" + kShardDbDir;
-  absl::StatusOr<std::unique_ptr<RowSink>> sink =
-      RowSink::Create(o.tail_format, staging, db_dir, o.sst_file_bytes);
-  if (!sink.ok()) return sink.status();
+  ASSIGN_OR_RETURN(std::unique_ptr<RowSink> sink, RowSink::Create(o.tail_format, staging, db_dir, o.sst_file_bytes));
   std::vector<XXH3_state_t*> owned(info.layers.size());
   for (XXH3_state_t*& st : owned) {
     st = XXH3_createState();
@@ -243,7 +238,7 @@ absl::Status BuildShard(const ImportOptions& o, const Source& src,
                              map.n_shards;
     for (; r < first + n; r += map.n_shards) {
       const uint8_t* row = rows + (r - first) * rb;
-      if (auto s = (*sink)->PutRow(ShardKey(l, r), row, rb); !s.ok()) return s;
+      RETURN_IF_ERROR(sink->PutRow(ShardKey(l, r), row, rb));
       XXH3_64bits_update(owned[l], row, rb);
       ++info.layers[l].rows_owned;
     }
@@ -258,24 +253,19 @@ absl::Status BuildShard(const ImportOptions& o, const Source& src,
   }
   if (!streamed.ok()) return streamed;
   info.source_checksum = SourceChecksum(source_sums);
-  result->rows_written = (*sink)->rows();
-  if (auto s = (*sink)->Finish(StoreIdentity::From(map, info).Encode()); !s.ok()) return s;
-  result->sst_files = (*sink)->files();
-  if (auto s = RemoveTree(staging); !s.ok()) return s;
+  result->rows_written = sink->rows();
+  RETURN_IF_ERROR(sink->Finish(StoreIdentity::From(map, info).Encode()));
+  result->sst_files = sink->files();
+  RETURN_IF_ERROR(RemoveTree(staging));
 
   if (!o.profile_trace.empty()) {
-    absl::StatusOr<std::vector<HotProfileEntry>> prof =
-        ProfileTrace(o.profile_trace, src.layout, map, o.shard_index);
-    if (!prof.ok()) return prof.status();
-    result->profile_rows = prof->size();
-    if (auto s = WriteHotProfile(tmp + "/" + kHotProfileFile, *std::move(prof));
-        !s.ok()) {
-      return s;
-    }
+    ASSIGN_OR_RETURN(std::vector<HotProfileEntry> prof, ProfileTrace(o.profile_trace, src.layout, map, o.shard_index));
+    result->profile_rows = prof.size();
+    RETURN_IF_ERROR(WriteHotProfile(tmp + "/" + kHotProfileFile, std::move(prof)));
   }
-  if (auto s = map.Save(tmp + "/" + kShardMapFile); !s.ok()) return s;
+  RETURN_IF_ERROR(map.Save(tmp + "/" + kShardMapFile));
   // shard.json last: its presence marks a complete shard directory.
-  if (auto s = info.Save(tmp + "/" + kShardInfoFile); !s.ok()) return s;
+  RETURN_IF_ERROR(info.Save(tmp + "/" + kShardInfoFile));
   return SyncDir(tmp);
 }
 
@@ -283,35 +273,28 @@ absl::Status BuildShard(const ImportOptions& o, const Source& src,
 
 absl::StatusOr<ImportResult> ImportShard(const ImportOptions& o,
                                          const ImportProgress& progress) {
-  if (auto s = CheckOptions(o); !s.ok()) return s;
-  absl::StatusOr<Source> src = OpenSource(o);
-  if (!src.ok()) return src.status();
+  RETURN_IF_ERROR(CheckOptions(o));
+  ASSIGN_OR_RETURN(Source src, OpenSource(o));
   ImportResult result;
   ShardMap& map = result.map;
-  map.table = src->table;
-  map.version = src->version;
+  map.table = src.table;
+  map.version = src.version;
   map.n_shards = o.n_shards;
-  for (int64_t r : src->layout.table_rows) map.layer_rows.push_back(r);
-  map.row_bytes = src->row_bytes;
-  if (auto s = map.Validate(); !s.ok()) return s;
+  for (int64_t r : src.layout.table_rows) map.layer_rows.push_back(r);
+  map.row_bytes = src.row_bytes;
+  RETURN_IF_ERROR(map.Validate());
 
   std::string profile_sum;
   if (!o.profile_trace.empty()) {
-    absl::StatusOr<uint64_t> h = HashFile(o.profile_trace);
-    if (!h.ok()) return h.status();
-    profile_sum = FormatChecksum(*h);
+    ASSIGN_OR_RETURN(uint64_t h, HashFile(o.profile_trace));
+    profile_sum = FormatChecksum(h);
   }
   bool same = false;
-  if (auto s = CheckExistingOut(o, map, *src, profile_sum, progress, &same);
-      !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(CheckExistingOut(o, map, src, profile_sum, progress, &same));
   if (same) {
     result.already_imported = true;
-    absl::StatusOr<ShardInfo> info =
-        ShardInfo::Load((fs::path(o.out_dir) / kShardInfoFile).string());
-    if (!info.ok()) return info.status();
-    result.info = *std::move(info);
+    ASSIGN_OR_RETURN(ShardInfo info, ShardInfo::Load((fs::path(o.out_dir) / kShardInfoFile).string()));
+    result.info = std::move(info);
     return result;
   }
 
@@ -327,12 +310,10 @@ absl::StatusOr<ImportResult> ImportShard(const ImportOptions& o,
   const std::string tmp = (parent / absl::StrCat(".", out.filename().string(),
                                                  ".import-", ::getpid()))
                               .string();
-  if (auto s = RemoveTree(tmp); !s.ok()) return s;  // a crashed earlier run
+  RETURN_IF_ERROR(RemoveTree(tmp));  // a crashed earlier run
   TreeGuard guard(tmp);
   result.info.profile_checksum = profile_sum;
-  if (auto s = BuildShard(o, *src, map, &result, progress, tmp); !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(BuildShard(o, src, map, &result, progress, tmp));
   // rename(2) replaces an empty directory and fails on a non-empty one, so
   // data that appeared meanwhile is never replaced.
   if (::rename(tmp.c_str(), out.c_str()) != 0) {
@@ -341,22 +322,21 @@ absl::StatusOr<ImportResult> ImportShard(const ImportOptions& o,
         std::strerror(errno), "; pick another --out or delete it"));
   }
   guard.Release();
-  if (auto s = SyncDir(parent.string()); !s.ok()) return s;
+  RETURN_IF_ERROR(SyncDir(parent.string()));
   return result;
 }
 
 absl::StatusOr<std::vector<HotProfileEntry>> ProfileTrace(
     const std::string& trace_path, const HashLayout& layout,
     const ShardMap& map, uint32_t shard) {
-  absl::StatusOr<std::unique_ptr<NgramHasher>> hasher = NgramHasher::Create(layout);
-  if (!hasher.ok()) return hasher.status();
+  ASSIGN_OR_RETURN(std::unique_ptr<NgramHasher> hasher, NgramHasher::Create(layout));
   std::ifstream in(trace_path);
   if (!in) {
     return absl::NotFoundError(
         absl::StrCat("cannot open profile trace ", trace_path));
   }
-  const int n_layers = (*hasher)->n_layers();
-  const int n_cols = (*hasher)->n_cols();
+  const int n_layers = hasher->n_layers();
+  const int n_cols = hasher->n_cols();
   absl::flat_hash_map<uint64_t, uint64_t> counts;
   std::vector<int64_t> ids;
   std::vector<RowId> rows;
@@ -377,7 +357,7 @@ absl::StatusOr<std::vector<HotProfileEntry>> ProfileTrace(
     SequenceState seq(std::max<int64_t>(SequenceState::kDefaultCapacity,
                                         static_cast<int64_t>(ids.size())));
     rows.resize(ids.size() * n_layers * n_cols);
-    if (auto s = (*hasher)->Hash(seq, 0, ids, {}, rows.data()); !s.ok()) {
+    if (auto s = hasher->Hash(seq, 0, ids, {}, rows.data()); !s.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat(trace_path, ":", line_no, ": ", s.message()));
     }

@@ -15,6 +15,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "rocksdb/db.h"
 #include "shard/shard_format.h"
 
@@ -166,10 +167,9 @@ absl::StatusOr<std::unique_ptr<MappedTail>> MappedTail::Build(
     last = e;
     auto [pos, fresh] = ours.try_emplace(e->path, tail->mappings_.size());
     if (fresh) {
-      absl::StatusOr<Mapping> m = MapFile(e->path);
-      if (!m.ok()) return m.status();
-      tail->mappings_.push_back(*m);
-      tail->mapped_bytes_ += m->size;
+      ASSIGN_OR_RETURN(Mapping m, MapFile(e->path));
+      tail->mappings_.push_back(m);
+      tail->mapped_bytes_ += m.size;
     }
     const Mapping& m = tail->mappings_[pos->second];
     const uint64_t at = e->offset + (reinterpret_cast<uintptr_t>(v.data()) - e->start);

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "rocksdb/db.h"
 #include "rocksdb/sst_file_writer.h"
 
@@ -29,35 +30,27 @@ class BlockSink final : public RowSink {
         max_bytes_(max_bytes) {}
 
   absl::Status PutRow(uint64_t key, const uint8_t* row, size_t n) override {
-    if (auto s = Put(key, row, n); !s.ok()) return s;
+    RETURN_IF_ERROR(Put(key, row, n));
     ++rows_;
     return writer_->FileSize() >= max_bytes_ ? FinishFile() : absl::OkStatus();
   }
 
   absl::Status Finish(const std::string& identity) override {
     // The identity record sorts after every row key, so it ends the last file.
-    if (auto s = Put(kStoreIdentityKey, reinterpret_cast<const uint8_t*>(identity.data()),
-                     identity.size());
-        !s.ok()) {
-      return s;
-    }
-    if (auto s = FinishFile(); !s.ok()) return s;
+    RETURN_IF_ERROR(Put(kStoreIdentityKey, reinterpret_cast<const uint8_t*>(identity.data()),
+                     identity.size()));
+    RETURN_IF_ERROR(FinishFile());
     rocksdb::Options create = options_;
     create.create_if_missing = true;
     create.error_if_exists = true;
     rocksdb::DB* raw = nullptr;
-    if (auto s = FromRocks(rocksdb::DB::Open(create, db_dir_, &raw), db_dir_); !s.ok()) {
-      return s;
-    }
+    RETURN_IF_ERROR(FromRocks(rocksdb::DB::Open(create, db_dir_, &raw), db_dir_));
     std::unique_ptr<rocksdb::DB> db(raw);
     rocksdb::IngestExternalFileOptions ingest;
     ingest.move_files = true;
     ingest.verify_checksums_before_ingest = false;  // written just now
-    if (auto s = FromRocks(db->IngestExternalFile(files_written_, ingest),
-                           "ingesting SST files into " + db_dir_);
-        !s.ok()) {
-      return s;
-    }
+    RETURN_IF_ERROR(FromRocks(db->IngestExternalFile(files_written_, ingest),
+                           "ingesting SST files into " + db_dir_));
     files_ = static_cast<int>(files_written_.size());
     return FromRocks(db->Close(), "closing " + db_dir_);
   }
@@ -67,7 +60,7 @@ class BlockSink final : public RowSink {
     if (writer_ == nullptr) {
       writer_ = std::make_unique<rocksdb::SstFileWriter>(rocksdb::EnvOptions(), options_);
       files_written_.push_back(absl::StrCat(staging_, "/", files_written_.size(), ".sst"));
-      if (auto s = Check(writer_->Open(files_written_.back())); !s.ok()) return s;
+      RETURN_IF_ERROR(Check(writer_->Open(files_written_.back())));
     }
     char k[kShardKeyBytes];
     return Check(writer_->Put(KeySlice(key, k),
@@ -107,11 +100,8 @@ class CuckooSink final : public RowSink {
     o.allow_concurrent_memtable_write = false;  // the vector memtable cannot
     std::vector<rocksdb::ColumnFamilyHandle*> handles;
     rocksdb::DB* raw = nullptr;
-    if (auto s = FromRocks(rocksdb::DB::Open(rocksdb::DBOptions(o), db_dir, cfs, &handles, &raw),
-                           db_dir);
-        !s.ok()) {
-      return s;
-    }
+    RETURN_IF_ERROR(FromRocks(rocksdb::DB::Open(rocksdb::DBOptions(o), db_dir, cfs, &handles, &raw),
+                           db_dir));
     return std::unique_ptr<RowSink>(new CuckooSink(db_dir, raw, handles));
   }
 
@@ -121,30 +111,24 @@ class CuckooSink final : public RowSink {
     // A table holds one value size: each layer starts a table of its own.
     const uint64_t layer = ShardKeyLayer(key);
     if (rows_ > 0 && layer != layer_) {
-      if (auto s = Flush(handles_[1]); !s.ok()) return s;
+      RETURN_IF_ERROR(Flush(handles_[1]));
     }
     layer_ = layer;
     EncodeCuckooValue(key, row, n, &value_);
     char k[kShardKeyBytes];
-    if (auto s = FromRocks(db_->Put(write_, handles_[1], KeySlice(key, k),
+    RETURN_IF_ERROR(FromRocks(db_->Put(write_, handles_[1], KeySlice(key, k),
                                     rocksdb::Slice(value_.data(), value_.size())),
-                           "writing rows into " + db_dir_);
-        !s.ok()) {
-      return s;
-    }
+                           "writing rows into " + db_dir_));
     ++rows_;
     return absl::OkStatus();
   }
 
   absl::Status Finish(const std::string& identity) override {
     char k[kShardKeyBytes];
-    if (auto s = FromRocks(db_->Put(write_, handles_[0], KeySlice(kStoreIdentityKey, k), identity),
-                           "writing the identity record into " + db_dir_);
-        !s.ok()) {
-      return s;
-    }
+    RETURN_IF_ERROR(FromRocks(db_->Put(write_, handles_[0], KeySlice(kStoreIdentityKey, k), identity),
+                           "writing the identity record into " + db_dir_));
     for (rocksdb::ColumnFamilyHandle* h : handles_) {
-      if (auto s = Flush(h); !s.ok()) return s;
+      RETURN_IF_ERROR(Flush(h));
     }
     std::vector<rocksdb::LiveFileMetaData> live;
     db_->GetLiveFilesMetaData(&live);

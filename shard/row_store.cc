@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "common/status_macros.h"
 #include "rocksdb/db.h"
 #include "rocksdb/statistics.h"
 #include "rocksdb/table_properties.h"
@@ -88,7 +89,7 @@ class RowStoreImpl final : public RowStore {
   absl::Status ReadRows(std::span<const RowRef> refs) override {
     if (refs.empty()) return absl::OkStatus();
     if (mapped_ != nullptr) {
-      if (absl::Status s = CheckRefs(refs); !s.ok()) return s;
+      RETURN_IF_ERROR(CheckRefs(refs));
       return mapped_->Read(refs);
     }
     absl::Notification finished;

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "rocksdb/cache.h"
 #include "rocksdb/memtablerep.h"
 #include "rocksdb/statistics.h"
@@ -157,42 +158,33 @@ absl::StatusOr<ShardInfo> ShardInfo::FromJson(std::string_view text) {
   if (j.is_discarded() || !j.is_object()) return Bad("not a JSON object");
   std::string format;
   int64_t format_version = 0;
-  if (auto s = Get(j, "format", &json::is_string, &format); !s.ok()) return s;
-  if (auto s = Get(j, "format_version", &json::is_number_integer, &format_version);
-      !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(Get(j, "format", &json::is_string, &format));
+  RETURN_IF_ERROR(Get(j, "format_version", &json::is_number_integer, &format_version));
   if (format != kShardFormat || format_version != kShardFormatVersion) {
     return Bad(absl::StrCat("format ", format, " v", format_version,
                             " is not ", kShardFormat, " v",
                             kShardFormatVersion));
   }
   ShardInfo info;
-  if (auto s = Get(j, "shard_index", &json::is_number_unsigned, &info.shard_index);
-      !s.ok()) {
-    return s;
-  }
-  if (auto s = Get(j, "source_checksum", &json::is_string, &info.source_checksum);
-      !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(Get(j, "shard_index", &json::is_number_unsigned, &info.shard_index));
+  RETURN_IF_ERROR(Get(j, "source_checksum", &json::is_string, &info.source_checksum));
   auto layers = j.find("layers");
   if (layers == j.end() || !layers->is_array()) return Bad("\"layers\" must be an array");
   for (const json& l : *layers) {
     if (!l.is_object()) return Bad("\"layers\" must hold objects");
     Layer& out = info.layers.emplace_back();
-    if (auto s = Get(l, "layer_id", &json::is_number_integer, &out.layer_id); !s.ok()) return s;
-    if (auto s = Get(l, "rows_owned", &json::is_number_unsigned, &out.rows_owned); !s.ok()) return s;
-    if (auto s = Get(l, "checksum", &json::is_string, &out.checksum); !s.ok()) return s;
+    RETURN_IF_ERROR(Get(l, "layer_id", &json::is_number_integer, &out.layer_id));
+    RETURN_IF_ERROR(Get(l, "rows_owned", &json::is_number_unsigned, &out.rows_owned));
+    RETURN_IF_ERROR(Get(l, "checksum", &json::is_string, &out.checksum));
   }
   auto imp = j.find("import");
   if (imp == j.end() || !imp->is_object()) return Bad("\"import\" must be an object");
-  if (auto s = Get(*imp, "source_kind", &json::is_string, &info.source_kind); !s.ok()) return s;
-  if (auto s = Get(*imp, "source_path", &json::is_string, &info.source_path); !s.ok()) return s;
-  if (auto s = Get(*imp, "profile_checksum", &json::is_string, &info.profile_checksum); !s.ok()) return s;
+  RETURN_IF_ERROR(Get(*imp, "source_kind", &json::is_string, &info.source_kind));
+  RETURN_IF_ERROR(Get(*imp, "source_path", &json::is_string, &info.source_path));
+  RETURN_IF_ERROR(Get(*imp, "profile_checksum", &json::is_string, &info.profile_checksum));
   if (imp->contains("tail_format")) {
     std::string name;
-    if (auto s = Get(*imp, "tail_format", &json::is_string, &name); !s.ok()) return s;
+    RETURN_IF_ERROR(Get(*imp, "tail_format", &json::is_string, &name));
     absl::StatusOr<TailFormat> tail = ParseTailFormat(name);
     if (!tail.ok()) return Bad(std::string(tail.status().message()));
     info.tail_format = *tail;
@@ -201,9 +193,8 @@ absl::StatusOr<ShardInfo> ShardInfo::FromJson(std::string_view text) {
 }
 
 absl::StatusOr<ShardInfo> ShardInfo::Load(const std::string& path) {
-  absl::StatusOr<std::string> text = ReadFileToString(path);
-  if (!text.ok()) return text.status();
-  absl::StatusOr<ShardInfo> info = FromJson(*text);
+  ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
+  absl::StatusOr<ShardInfo> info = FromJson(text);
   if (!info.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": ", info.status().message()));

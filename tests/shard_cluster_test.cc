@@ -19,6 +19,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "client/engram_client.h"
+#include "common/status_macros.h"
 #include "common/table.h"
 #include "engram/v1/engram_store.grpc.pb.h"
 #include "grpcpp/generic/generic_stub.h"
@@ -269,10 +270,9 @@ TEST_F(ShardClusterTest, AStoppedShardFailsTheStepAtTheDeadline) {
     std::unique_ptr<Sequence> seq = (*client)->NewSequence();
     Sequence* ptr = seq.get();
     const absl::Time start = absl::Now();
-    absl::StatusOr<Step> step = (*client)->Prefetch(
-        {std::span(&ptr, 1), starts, static_cast<int64_t>(tokens.size()), tokens, {}});
-    if (!step.ok()) return step.status();
-    absl::Status s = step->WaitArrived(0);
+    ASSIGN_OR_RETURN(Step step, (*client)->Prefetch(
+        {std::span(&ptr, 1), starts, static_cast<int64_t>(tokens.size()), tokens, {}}));
+    absl::Status s = step.WaitArrived(0);
     *took = absl::Now() - start;
     return s;
   };

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "common/status_macros.h"
 
 namespace engram::testing {
 namespace {
@@ -231,10 +232,8 @@ absl::StatusOr<int> RunCommand(const std::vector<std::string>& argv,
     std::ofstream(stderr_path, std::ios::trunc);  // a fresh file per run
     options.stderr_path = stderr_path;
   }
-  absl::StatusOr<std::unique_ptr<ChildProcess>> child =
-      ChildProcess::Spawn(argv, options);
-  if (!child.ok()) return child.status();
-  const int status = (*child)->Wait();
+  ASSIGN_OR_RETURN(std::unique_ptr<ChildProcess> child, ChildProcess::Spawn(argv, options));
+  const int status = child->Wait();
   if (!WIFEXITED(status)) {
     return absl::InternalError(absl::StrCat(argv[0], " was killed"));
   }

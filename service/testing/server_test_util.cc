@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "common/metrics/scrape.h"
+#include "common/status_macros.h"
 #include "common/table_gen.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "shard/importer.h"
@@ -32,7 +33,7 @@ absl::StatusOr<SmallShardedTable> MakeSmallShardedTable(
   gen.engram_vocab_size = kSmallVocab;
   gen.table_name = kSmallTableName;
   gen.version = kSmallTableVersion;
-  if (absl::Status s = GenerateTable(gen, nullptr); !s.ok()) return s;
+  RETURN_IF_ERROR(GenerateTable(gen, nullptr));
   ShardMap map;
   for (uint32_t i = 0; i < n_shards; ++i) {
     ImportOptions import;
@@ -40,13 +41,11 @@ absl::StatusOr<SmallShardedTable> MakeSmallShardedTable(
     import.n_shards = n_shards;
     import.shard_index = i;
     import.out_dir = shard_dir(i);
-    absl::StatusOr<ImportResult> result = ImportShard(import, nullptr);
-    if (!result.ok()) return result.status();
-    map = result->map;
+    ASSIGN_OR_RETURN(ImportResult result, ImportShard(import, nullptr));
+    map = result.map;
   }
-  absl::StatusOr<std::unique_ptr<TableReader>> table = TableReader::Open(table_dir);
-  if (!table.ok()) return table.status();
-  return SmallShardedTable{std::move(map), *std::move(table)};
+  ASSIGN_OR_RETURN(std::unique_ptr<TableReader> table, TableReader::Open(table_dir));
+  return SmallShardedTable{std::move(map), std::move(table)};
 }
 
 std::shared_ptr<grpc::Channel> LocalChannel(int port) {

@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 
 namespace engram::testing {
 namespace {
@@ -39,9 +40,8 @@ absl::StatusOr<std::unique_ptr<ShardProcess>> ShardProcess::Start(const Options&
     std::ofstream(o.stderr_path, std::ios::trunc);
     child_options.stderr_path = o.stderr_path;
   }
-  absl::StatusOr<std::unique_ptr<ChildProcess>> child = ChildProcess::Spawn(argv, child_options);
-  if (!child.ok()) return child.status();
-  std::unique_ptr<ShardProcess> p(new ShardProcess(*std::move(child)));
+  ASSIGN_OR_RETURN(std::unique_ptr<ChildProcess> child, ChildProcess::Spawn(argv, child_options));
+  std::unique_ptr<ShardProcess> p(new ShardProcess(std::move(child)));
   const auto why = [&o] {
     return o.stderr_path.empty() ? std::string("its stderr above says why")
                                  : absl::StrCat("its stderr: ", LastLineOf(o.stderr_path));

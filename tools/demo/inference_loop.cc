@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/fp8.h"
+#include "common/status_macros.h"
 
 namespace engram {
 namespace {
@@ -172,8 +173,7 @@ absl::Status Loop::RunStep(int step_no) {
   }
   starts_.assign(static_cast<size_t>(B), static_cast<int64_t>(pos0));
   const absl::Time t0 = absl::Now();
-  absl::StatusOr<Step> step = client_.Prefetch({ptrs_, starts_, T, ids_, {}});
-  if (!step.ok()) return step.status();
+  ASSIGN_OR_RETURN(Step step, client_.Prefetch({ptrs_, starts_, T, ids_, {}}));
   const absl::Time t1 = absl::Now();
   absl::Time block_end = t1;
   std::vector<absl::Duration> exposed(static_cast<size_t>(L));
@@ -182,11 +182,11 @@ absl::Status Loop::RunStep(int step_no) {
     for (int l = 0; l < L; ++l) {
       if (layer_blocks_[l] != blk) continue;
       const absl::Time w0 = absl::Now();
-      if (absl::Status s = step->WaitArrived(l); !s.ok()) return s;
+      RETURN_IF_ERROR(step.WaitArrived(l));
       const absl::Time w1 = absl::Now();
       exposed[l] += w1 - w0;
       out_[l].resize(static_cast<size_t>(B) * T * C * client_.OutputRowBytes(l, o_.format));
-      if (absl::Status s = step->Wait(l, o_.format, out_[l]); !s.ok()) return s;
+      RETURN_IF_ERROR(step.Wait(l, o_.format, out_[l]));
       const absl::Time w2 = absl::Now();
       gather += w2 - w1;
       block_end = std::max(block_end, w2);
@@ -197,17 +197,17 @@ absl::Status Loop::RunStep(int step_no) {
   }
   const absl::Time t2 = absl::Now();
   const double book0 = CpuSeconds(RUSAGE_THREAD);
-  if (o_.verify_per_layer > 0) Verify(*step, T);
-  if (o_.measure_skew) CountRows(*step);
+  if (o_.verify_per_layer > 0) Verify(step, T);
+  if (o_.measure_skew) CountRows(step);
   bookkeeping_cpu_ += CpuSeconds(RUSAGE_THREAD) - book0;
   if (!prefill) {
     ++r_.decode_steps;
-    r_.decode_ids += step->row_ids().size();
-    r_.decode_unique_rows += step->unique_rows();
+    r_.decode_ids += step.row_ids().size();
+    r_.decode_unique_rows += step.unique_rows();
     for (int l = 0; l < L; ++l) {
       layer_exposed_[l] += exposed[l];
       exposed_ += exposed[l];
-      r_.layer_fetch_ms[l].push_back(absl::ToDoubleMilliseconds(step->FetchLatency(l)));
+      r_.layer_fetch_ms[l].push_back(absl::ToDoubleMilliseconds(step.FetchLatency(l)));
     }
     r_.decode_seconds += absl::ToDoubleSeconds(t2 - t0);
     prefetch_ += t1 - t0;
@@ -361,7 +361,7 @@ double Percentile(std::vector<double> v, double p) {
 
 absl::StatusOr<InferenceLoopResult> RunInferenceLoop(
     EngramClient& client, const InferenceLoopOptions& options) {
-  if (absl::Status s = Validate(client, options); !s.ok()) return s;
+  RETURN_IF_ERROR(Validate(client, options));
   Loop loop(client, options);
   return loop.Run();
 }
