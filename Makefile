@@ -3,7 +3,7 @@ BUILD   ?= build
 JOBS    ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all setup build test demo bench clean
+.PHONY: all setup build test demo bench format clean
 
 all: build
 
@@ -24,6 +24,10 @@ demo: build
 
 bench: build
 	@bash scripts/bench.sh $(BUILD)
+
+# Rewrites every C++ file of the tree in the style of .clang-format.
+format:
+	@find client common proto service shard tools bench tests \( -name node_modules -o -name golden \) -prune -o \( -name '*.cc' -o -name '*.h' \) -print | xargs clang-format -i
 
 clean:
 	rm -rf $(BUILD)

@@ -136,15 +136,15 @@ int main(int argc, char** argv) {
   const std::vector<uint64_t> stream = engram::ZipfStream(keys, n, s);
   std::printf("Zipf(%.2f) over %llu keys, %llu accesses\n", s,
               static_cast<unsigned long long>(keys), static_cast<unsigned long long>(n));
-  std::printf("| cache / keys | TinyLFU+CLOCK | CLOCK | LRU | oracle (top keys) |\n"
-              "|---|---|---|---|---|\n");
+  std::printf(
+      "| cache / keys | TinyLFU+CLOCK | CLOCK | LRU | oracle (top keys) |\n"
+      "|---|---|---|---|---|\n");
   for (double frac : {0.001, 0.01, 0.05, 0.10}) {
     const uint64_t slots = static_cast<uint64_t>(frac * keys);
     using P = engram::AdmissionCacheOptions::Policy;
     std::printf("| %.1f%% | %.3f | %.3f | %.3f | %.3f |\n", 100 * frac,
                 engram::HitRatio(P::kTinyLfu, slots, stream),
-                engram::HitRatio(P::kClock, slots, stream),
-                engram::LruHitRatio(slots, stream),
+                engram::HitRatio(P::kClock, slots, stream), engram::LruHitRatio(slots, stream),
                 engram::OracleHitRatio(keys, slots, s));
   }
   for (int threads : {1, 2, 4}) {

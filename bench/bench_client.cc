@@ -42,7 +42,8 @@
 #include "shard/hot_tier.h"
 #include "tools/demo/inference_loop.h"
 
-ABSL_FLAG(std::string, work_dir, "", "cache of traces, tables and shards (default BUILD/bench-client)");
+ABSL_FLAG(std::string, work_dir, "",
+          "cache of traces, tables and shards (default BUILD/bench-client)");
 ABSL_FLAG(std::string, trace, "", "token trace (default: real text, see bench_client_setup.h)");
 ABSL_FLAG(std::string, token_map, "", "token map for a --trace (default: none)");
 ABSL_FLAG(int64_t, vocab, 20000, "engram_vocab_size of the v41 table");
@@ -77,8 +78,7 @@ ABSL_FLAG(int32_t, hot_cache_share, -1,
 ABSL_FLAG(bool, map_tail, true,
           "the shards read a cuckoo tail from its mapped table files (false: "
           "engram-shard --map-cuckoo-tail=false, RocksDB MultiGet)");
-ABSL_FLAG(int32_t, shard_reader_threads, 0,
-          "engram-shard --reader-threads (0 = its default)");
+ABSL_FLAG(int32_t, shard_reader_threads, 0, "engram-shard --reader-threads (0 = its default)");
 ABSL_FLAG(std::string, format, "bf16", "how the loop gathers rows: bf16, f32 or raw");
 ABSL_FLAG(int32_t, channels_per_replica, kClientDefaults.channels_per_replica,
           "ClientOptions::channels_per_replica");
@@ -121,8 +121,8 @@ absl::StatusOr<std::vector<double>> ParseList(const std::string& flag, const std
   for (absl::string_view s : absl::StrSplit(text, ',', absl::SkipEmpty())) {
     double v;
     if (!absl::SimpleAtod(s, &v) || v < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("--", flag, ": '", std::string(s),
-                                                     "' is not a non-negative number"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, ": '", std::string(s), "' is not a non-negative number"));
     }
     out.push_back(v);
   }
@@ -142,7 +142,8 @@ struct Env {
 };
 
 absl::StatusOr<RunOutcome> RunOne(const Env& env, const RunSpec& spec) {
-  ASSIGN_OR_RETURN(std::vector<std::string> dirs, PrepareShards(env.workload, spec.shards, env.tail_format));
+  ASSIGN_OR_RETURN(std::vector<std::string> dirs,
+                   PrepareShards(env.workload, spec.shards, env.tail_format));
   Deployment::Options d;
   d.binary = env.shard_binary;
   d.shard_dirs = dirs;
@@ -163,7 +164,8 @@ absl::StatusOr<RunOutcome> RunOne(const Env& env, const RunSpec& spec) {
   co.channels_per_replica = absl::GetFlag(FLAGS_channels_per_replica);
   co.max_rows_per_rpc = absl::GetFlag(FLAGS_max_rows_per_rpc);
   co.http2_bdp_probe = absl::GetFlag(FLAGS_http2_bdp_probe);
-  co.transport = absl::GetFlag(FLAGS_transport) == "grpc" ? Transport::kGrpc : Transport::kRowStream;
+  co.transport =
+      absl::GetFlag(FLAGS_transport) == "grpc" ? Transport::kGrpc : Transport::kRowStream;
   co.local_cache_bytes = local_cache_bytes;
   if (co.local_cache_bytes > 0) co.local_cache_profiles = dep->hot_profiles();
   ASSIGN_OR_RETURN(std::unique_ptr<EngramClient> client, EngramClient::Create(co));
@@ -211,7 +213,8 @@ absl::StatusOr<Env> MakeEnv() {
     return absl::InvalidArgumentError("--format must be bf16, f32 or raw (got '" + format + "')");
   }
   if (absl::GetFlag(FLAGS_hot_cache_share) < -1 || absl::GetFlag(FLAGS_hot_cache_share) > 100) {
-    return absl::InvalidArgumentError("--hot-cache-share must be -1 (the server's default) or 0..100");
+    return absl::InvalidArgumentError(
+        "--hot-cache-share must be -1 (the server's default) or 0..100");
   }
   const std::string transport = absl::GetFlag(FLAGS_transport);
   if (transport != "row_stream" && transport != "grpc") {
@@ -219,13 +222,14 @@ absl::StatusOr<Env> MakeEnv() {
                                       "')");
   }
   absl::StatusOr<TailFormat> tail = ParseTailFormat(absl::GetFlag(FLAGS_tail_format));
-  if (!tail.ok()) return absl::InvalidArgumentError(absl::StrCat("--tail-format: ", tail.status().message()));
+  if (!tail.ok())
+    return absl::InvalidArgumentError(absl::StrCat("--tail-format: ", tail.status().message()));
   env.tail_format = *tail;
   const std::string bin = BinDir();
   const std::string build = fs::path(bin).parent_path().string();
   WorkloadOptions wo;
   wo.work_dir = absl::GetFlag(FLAGS_work_dir).empty() ? build + "/bench-client"
-                                                       : absl::GetFlag(FLAGS_work_dir);
+                                                      : absl::GetFlag(FLAGS_work_dir);
   wo.trace = absl::GetFlag(FLAGS_trace);
   wo.token_map = absl::GetFlag(FLAGS_token_map);
   wo.demo_dir = build + "/demo";
@@ -255,12 +259,15 @@ absl::StatusOr<Env> MakeEnv() {
 absl::StatusOr<std::vector<RunSpec>> Plan() {
   absl::StatusOr<std::vector<double>> shards = ParseList("shards", absl::GetFlag(FLAGS_shards));
   if (!shards.ok()) return shards.status();
-  ASSIGN_OR_RETURN(std::vector<double> block_us, ParseList("block_us", absl::GetFlag(FLAGS_block_us)));
-  ASSIGN_OR_RETURN(std::vector<double> caches, ParseList("local_cache_pcts", absl::GetFlag(FLAGS_local_cache_pcts)));
+  ASSIGN_OR_RETURN(std::vector<double> block_us,
+                   ParseList("block_us", absl::GetFlag(FLAGS_block_us)));
+  ASSIGN_OR_RETURN(std::vector<double> caches,
+                   ParseList("local_cache_pcts", absl::GetFlag(FLAGS_local_cache_pcts)));
   int most = 0;
   for (double s : *shards) {
     if (s < 1 || s != static_cast<int>(s)) {
-      return absl::InvalidArgumentError(absl::StrCat("--shards: ", s, " is not a whole count >= 1"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--shards: ", s, " is not a whole count >= 1"));
     }
     most = std::max(most, static_cast<int>(s));
   }
@@ -293,8 +300,10 @@ int Run() {
   if (!env.ok()) return Fail(std::string(env.status().message()));
   const double load = LoadAverage();
   if (load > 0.5) {
-    std::fprintf(stderr, "bench-client: the load average is %.2f: something else is using the "
-                 "CPUs, the figures will show it\n", load);
+    std::fprintf(stderr,
+                 "bench-client: the load average is %.2f: something else is using the "
+                 "CPUs, the figures will show it\n",
+                 load);
   }
   std::vector<RunOutcome> outcomes;
   const absl::Time start = absl::Now();
@@ -329,7 +338,8 @@ int Run() {
   report.load_average = load;
   PrintReport(report, outcomes);
   for (const RunOutcome& o : outcomes) {
-    if (o.loop.wrong > 0) return Fail(absl::StrCat(Describe(o.spec), ": ", o.loop.wrong, " wrong rows"));
+    if (o.loop.wrong > 0)
+      return Fail(absl::StrCat(Describe(o.spec), ": ", o.loop.wrong, " wrong rows"));
   }
   return 0;
 }

@@ -16,14 +16,14 @@ double PerStepMs(double seconds, const InferenceLoopResult& r) {
 }
 
 double LocalHitPct(const InferenceLoopResult& r) {
-  return r.client.unique_rows > 0
-             ? 100.0 * static_cast<double>(r.client.local_hits) /
-                   static_cast<double>(r.client.unique_rows)
-             : 0;
+  return r.client.unique_rows > 0 ? 100.0 * static_cast<double>(r.client.local_hits) /
+                                        static_cast<double>(r.client.unique_rows)
+                                  : 0;
 }
 
 void PrintClosedLoop(const std::vector<RunOutcome>& runs) {
-  std::printf("\nclosed loop (no simulated compute; a step = Prefetch, then Wait for every layer)\n");
+  std::printf(
+      "\nclosed loop (no simulated compute; a step = Prefetch, then Wait for every layer)\n");
   std::printf("%6s %6s %9s %9s %11s %11s %9s %7s %13s %17s\n", "shards", "steps", "step p50",
               "step p99", "rows/s", "ids/s", "tokens/s", "hot %", "pre+gather ms",
               "CPU ms/step c+s");
@@ -35,16 +35,16 @@ void PrintClosedLoop(const std::vector<RunOutcome>& runs) {
                 o.spec.shards, r.decode_steps, Percentile(r.step_ms, 0.5),
                 Percentile(r.step_ms, 0.99), static_cast<double>(r.decode_unique_rows) / s,
                 static_cast<double>(r.decode_ids) / s, r.decode_tokens_per_second(),
-                o.tiers.hot_pct(), PerStepMs(r.prefetch_seconds, r),
-                PerStepMs(r.gather_seconds, r), PerStepMs(r.decode_cpu_seconds, r),
-                PerStepMs(o.shard_cpu_seconds, r));
+                o.tiers.hot_pct(), PerStepMs(r.prefetch_seconds, r), PerStepMs(r.gather_seconds, r),
+                PerStepMs(r.decode_cpu_seconds, r), PerStepMs(o.shard_cpu_seconds, r));
   }
 }
 
 void PrintSimulated(const ReportSetup& setup, const std::vector<RunOutcome>& runs) {
-  std::printf("\nsimulated compute (%d blocks; exposed wait = time blocked in WaitArrived, %% of step\n"
-              "time; late = the loop woke late from its block sleeps, CPU contention)\n",
-              setup.blocks);
+  std::printf(
+      "\nsimulated compute (%d blocks; exposed wait = time blocked in WaitArrived, %% of step\n"
+      "time; late = the loop woke late from its block sleeps, CPU contention)\n",
+      setup.blocks);
   std::string layers;
   for (int64_t b : setup.layer_blocks) {
     absl::StrAppend(&layers, absl::StrFormat(" %7s", absl::StrCat("blk", b, " %")));
@@ -62,18 +62,19 @@ void PrintSimulated(const ReportSetup& setup, const std::vector<RunOutcome>& run
     std::string per_layer, per_fetch;
     for (size_t l = 0; l < r.layer_exposed_wait_pct.size(); ++l) {
       absl::StrAppend(&per_layer, absl::StrFormat(" %6.2f%%", r.layer_exposed_wait_pct[l]));
-      absl::StrAppend(&per_fetch, absl::StrFormat(" %6.2f/%6.2fms",
-                                                  Percentile(r.layer_fetch_ms[l], 0.5),
-                                                  Percentile(r.layer_fetch_ms[l], 0.99)));
+      absl::StrAppend(&per_fetch,
+                      absl::StrFormat(" %6.2f/%6.2fms", Percentile(r.layer_fetch_ms[l], 0.5),
+                                      Percentile(r.layer_fetch_ms[l], 0.99)));
     }
     const double late_pct =
         r.decode_seconds > 0 ? 100.0 * r.late_wake_seconds / r.decode_seconds : 0;
-    std::printf("%6d %6lld %5.0f%% %5d %7.2f%%%s %6.2f%%%s %6.2f/%6.2fms %6.1f%% %6.1f%% %6.2f + %6.2f\n",
-                o.spec.shards, static_cast<long long>(absl::ToInt64Microseconds(o.spec.block)),
-                o.spec.local_cache_pct, r.decode_steps, r.exposed_wait_pct, per_layer.c_str(),
-                late_pct, per_fetch.c_str(), Percentile(r.step_ms, 0.5), Percentile(r.step_ms, 0.99),
-                o.tiers.hot_pct(), LocalHitPct(r), PerStepMs(r.decode_cpu_seconds, r),
-                PerStepMs(o.shard_cpu_seconds, r));
+    std::printf(
+        "%6d %6lld %5.0f%% %5d %7.2f%%%s %6.2f%%%s %6.2f/%6.2fms %6.1f%% %6.1f%% %6.2f + %6.2f\n",
+        o.spec.shards, static_cast<long long>(absl::ToInt64Microseconds(o.spec.block)),
+        o.spec.local_cache_pct, r.decode_steps, r.exposed_wait_pct, per_layer.c_str(), late_pct,
+        per_fetch.c_str(), Percentile(r.step_ms, 0.5), Percentile(r.step_ms, 0.99),
+        o.tiers.hot_pct(), LocalHitPct(r), PerStepMs(r.decode_cpu_seconds, r),
+        PerStepMs(o.shard_cpu_seconds, r));
   }
 }
 
@@ -91,14 +92,17 @@ std::string Describe(const RunSpec& spec) {
 }
 
 void PrintReport(const ReportSetup& setup, const std::vector<RunOutcome>& runs) {
-  std::printf("engram-bench-client: the client library against engram-shard processes on 127.0.0.1\n");
+  std::printf(
+      "engram-bench-client: the client library against engram-shard processes on 127.0.0.1\n");
   std::printf("%-14s %s\n", "tokens", setup.workload.c_str());
   std::printf("%-14s v41 geometry, engram_vocab_size %lld: %llu rows, %.0f MB\n", "table",
-              static_cast<long long>(setup.vocab), static_cast<unsigned long long>(setup.table_rows),
+              static_cast<long long>(setup.vocab),
+              static_cast<unsigned long long>(setup.table_rows),
               static_cast<double>(setup.table_bytes) / 1e6);
-  std::printf("%-14s hot tier %.0f%% of each shard's rows (%d%% pinned from the profile), "
-              "%s, restarted per run\n",
-              "shards", setup.hot_pct, 100 - setup.hot_cache_share, setup.tail_format.c_str());
+  std::printf(
+      "%-14s hot tier %.0f%% of each shard's rows (%d%% pinned from the profile), "
+      "%s, restarted per run\n",
+      "shards", setup.hot_pct, 100 - setup.hot_cache_share, setup.tail_format.c_str());
   if (setup.transport == "grpc") {
     std::printf("%-14s gRPC (--transport), HTTP/2 bandwidth probing %s\n", "client",
                 setup.http2_bdp_probe ? "on" : "off (a fixed 16 MiB window; --http2_bdp_probe)");
@@ -109,8 +113,8 @@ void PrintReport(const ReportSetup& setup, const std::vector<RunOutcome>& runs) 
               sysconf(_SC_NPROCESSORS_ONLN), setup.load_average);
   std::string blocks;
   for (int64_t b : setup.layer_blocks) absl::StrAppend(&blocks, blocks.empty() ? "" : " and ", b);
-  std::printf("%-14s batch %d, prefill %d, then decode steps; Engram layers at blocks %s\n", "workload",
-              setup.batch, setup.prefill, blocks.c_str());
+  std::printf("%-14s batch %d, prefill %d, then decode steps; Engram layers at blocks %s\n",
+              "workload", setup.batch, setup.prefill, blocks.c_str());
   for (const RunOutcome& o : runs) {
     if (!o.spec.measure_skew) continue;
     std::printf("%-14s the top 1%% / 10%% rows of the table get %.1f%% / %.1f%% of lookups\n",

@@ -15,19 +15,19 @@ namespace engram::bench {
 // One configuration: fresh shard processes, a fresh client, one loop.
 struct RunSpec {
   int shards = 3;
-  absl::Duration block;         // simulated compute per block; zero = closed loop
+  absl::Duration block;  // simulated compute per block; zero = closed loop
   int decode_steps = 0;
-  double local_cache_pct = 0;   // worker-side cache, percent of the table
-  bool measure_skew = false;    // count the rows' frequencies (one run does)
+  double local_cache_pct = 0;  // worker-side cache, percent of the table
+  bool measure_skew = false;   // count the rows' frequencies (one run does)
 };
 
 struct RunOutcome {
   RunSpec spec;
   InferenceLoopResult loop;
-  double shard_cpu_seconds = 0;   // all shard processes, decode steps
-  TierRows tiers;                 // rows the shards served in the run
-  uint64_t local_cache_bytes = 0; // what the client's cache holds
-  uint64_t hot_bytes = 0;         // the shards' hot-tier budgets
+  double shard_cpu_seconds = 0;    // all shard processes, decode steps
+  TierRows tiers;                  // rows the shards served in the run
+  uint64_t local_cache_bytes = 0;  // what the client's cache holds
+  uint64_t hot_bytes = 0;          // the shards' hot-tier budgets
 };
 
 // "3 shards, 500 us/block, local cache 1%".
@@ -41,9 +41,9 @@ struct ReportSetup {
   int64_t vocab = 0;
   double hot_pct = 0;
   std::string tail_format;  // the shards' tail, e.g. "cuckoo tail (read from its mapped files)"
-  bool http2_bdp_probe = false;  // ClientOptions::http2_bdp_probe
+  bool http2_bdp_probe = false;          // ClientOptions::http2_bdp_probe
   std::string transport = "row_stream";  // ClientOptions::transport
-  int hot_cache_share = 20;  // the shards' --hot-cache-share, resolved
+  int hot_cache_share = 20;              // the shards' --hot-cache-share, resolved
   std::vector<int64_t> layer_blocks;
   int blocks = 0;
   int batch = 0;

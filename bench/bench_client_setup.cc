@@ -6,10 +6,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/file_util.h"
 #include "common/status_macros.h"
 #include "common/table_gen.h"
 #include "service/testing/server_test_util.h"
-#include "common/file_util.h"
 #include "shard/importer.h"
 
 namespace engram::bench {
@@ -37,7 +37,8 @@ absl::Status CopyFile(const std::string& from, const std::string& to) {
   std::error_code ec;
   fs::copy_file(from, to + ".tmp", fs::copy_options::overwrite_existing, ec);
   if (!ec) fs::rename(to + ".tmp", to, ec);
-  if (ec) return absl::InternalError(absl::StrCat("cannot copy ", from, " to ", to, ": ", ec.message()));
+  if (ec)
+    return absl::InternalError(absl::StrCat("cannot copy ", from, " to ", to, ": ", ec.message()));
   return absl::OkStatus();
 }
 
@@ -56,8 +57,7 @@ absl::Status DefaultTrace(const WorkloadOptions& o, std::string* trace, std::str
     } else {
       Say("tokenising the default corpus (tools/make-trace, about a minute, once)");
       const std::string log = o.work_dir + "/make-trace.log";
-      absl::Status s =
-          RunTool({o.source_dir + "/tools/make-token-map", "--out", token_map}, log);
+      absl::Status s = RunTool({o.source_dir + "/tools/make-token-map", "--out", token_map}, log);
       if (s.ok()) {
         s = RunTool({o.source_dir + "/tools/make-trace", "--default-corpus", "--out", corpus}, log);
       }
@@ -66,8 +66,8 @@ absl::Status DefaultTrace(const WorkloadOptions& o, std::string* trace, std::str
         const std::string zipf = o.work_dir + "/zipf.trace";
         if (!NonEmpty(zipf)) {
           RETURN_IF_ERROR(RunTool({o.source_dir + "/tools/make-zipf-trace", "--out", zipf,
-                                        "--sequences", "1024", "--length", "2048"},
-                                       o.work_dir + "/make-zipf-trace.log"));
+                                   "--sequences", "1024", "--length", "2048"},
+                                  o.work_dir + "/make-zipf-trace.log"));
         }
         *trace = zipf;
         map->clear();
@@ -100,7 +100,8 @@ absl::Status SplitTrace(const std::string& path, const std::string& odd, const s
 absl::StatusOr<Workload> PrepareWorkload(const WorkloadOptions& o) {
   std::error_code ec;
   fs::create_directories(o.work_dir, ec);
-  if (ec) return absl::InternalError(absl::StrCat("cannot create ", o.work_dir, ": ", ec.message()));
+  if (ec)
+    return absl::InternalError(absl::StrCat("cannot create ", o.work_dir, ": ", ec.message()));
   Workload w;
   std::string trace = o.trace, token_map = o.token_map;
   if (trace.empty()) {
@@ -130,8 +131,8 @@ absl::StatusOr<Workload> PrepareWorkload(const WorkloadOptions& o) {
   fs::create_directories(w.dir, ec);
   if (ec) return absl::InternalError(absl::StrCat("cannot create ", w.dir, ": ", ec.message()));
   RETURN_IF_ERROR(SplitTrace(trace, w.profile_trace, w.workload_trace));
-  Say(absl::StrCat("generating a ", o.preset, "-geometry table (engram_vocab_size ", o.engram_vocab_size,
-                   ") in ", w.table_dir));
+  Say(absl::StrCat("generating a ", o.preset, "-geometry table (engram_vocab_size ",
+                   o.engram_vocab_size, ") in ", w.table_dir));
   GenTableOptions g;
   g.out_dir = w.table_dir;
   g.preset = o.preset;

@@ -32,8 +32,8 @@ struct WorkloadOptions {
   // is found or made alongside the trace; with `trace` given, empty = the
   // preset's random token map.
   std::string token_map;
-  std::string demo_dir;    // e.g. build/demo; may be empty
-  std::string source_dir;  // the repository (for tools/). REQUIRED
+  std::string demo_dir;               // e.g. build/demo; may be empty
+  std::string source_dir;             // the repository (for tools/). REQUIRED
   int64_t engram_vocab_size = 20000;  // of the preset
   // The table's geometry (common/table_gen.h): "v41" (264-byte rows) or
   // "small" (66-byte rows). Names the table's directory.
@@ -55,8 +55,8 @@ absl::StatusOr<Workload> PrepareWorkload(const WorkloadOptions& options);
 // The shard directories of the workload's table split `n_shards` ways,
 // imported with the profile trace in `tail_format` (cached; an import
 // already there is reused as it is).
-absl::StatusOr<std::vector<std::string>> PrepareShards(const Workload& workload,
-                                                       int n_shards, TailFormat tail_format);
+absl::StatusOr<std::vector<std::string>> PrepareShards(const Workload& workload, int n_shards,
+                                                       TailFormat tail_format);
 
 }  // namespace engram::bench
 

@@ -6,9 +6,9 @@
 #include "absl/strings/str_cat.h"
 #include "bench/proc_stat.h"
 #include "common/metrics/scrape.h"
+#include "common/shard_map.h"
 #include "common/status_macros.h"
 #include "shard/shard_format.h"
-#include "common/shard_map.h"
 
 namespace engram::bench {
 namespace {
@@ -51,8 +51,7 @@ absl::StatusOr<std::unique_ptr<Deployment>> Deployment::Start(const Options& o) 
       po.flags.insert(po.flags.end(), {"--hot-cache-share", absl::StrCat(o.hot_cache_share)});
     }
     if (o.worker_cache_bytes > 0) {
-      po.flags.insert(po.flags.end(),
-                      {"--worker-cache-bytes", absl::StrCat(o.worker_cache_bytes)});
+      po.flags.insert(po.flags.end(), {"--worker-cache-bytes", absl::StrCat(o.worker_cache_bytes)});
     }
     po.stderr_path = absl::StrCat(o.log_dir, "/shard-", i, "-of-", o.shard_dirs.size(), ".err");
     ASSIGN_OR_RETURN(std::unique_ptr<testing::ShardProcess> p, testing::ShardProcess::Start(po));

@@ -23,8 +23,7 @@ constexpr int kScaleBlock = 32;
 
 // The DequantizeRowsBf16 this benchmark was written against: one table
 // lookup, f32 multiply and bf16 rounding per value.
-void ReferenceDequantizeRowsBf16(const uint8_t* rows, size_t n_rows,
-                                 int head_dim, int scale_block,
+void ReferenceDequantizeRowsBf16(const uint8_t* rows, size_t n_rows, int head_dim, int scale_block,
                                  uint16_t* out) {
   const float* lut = fp8::E4m3Table().data();
   const int n_blocks = head_dim / scale_block;
@@ -63,16 +62,13 @@ const std::vector<uint8_t>& Rows() {
 using DequantizeFn = void (*)(const uint8_t*, size_t, int, int, uint16_t*);
 
 template <Bf16Kernel K>
-void WithKernel(const uint8_t* rows, size_t n_rows, int head_dim,
-                int scale_block, uint16_t* out) {
-  fp8::internal::DequantizeRowsBf16With(K, rows, n_rows, head_dim,
-                                        scale_block, out);
+void WithKernel(const uint8_t* rows, size_t n_rows, int head_dim, int scale_block, uint16_t* out) {
+  fp8::internal::DequantizeRowsBf16With(K, rows, n_rows, head_dim, scale_block, out);
 }
 
 // Runs `fn` over all rows per iteration, in one call (per_row false) or one
 // call per row; checks once that it matches the reference.
-void Run(benchmark::State& state, DequantizeFn fn, bool per_row,
-         bool supported = true) {
+void Run(benchmark::State& state, DequantizeFn fn, bool per_row, bool supported = true) {
   if (!supported) {
     state.SkipWithError("kernel not supported on this CPU");
     return;
@@ -81,8 +77,7 @@ void Run(benchmark::State& state, DequantizeFn fn, bool per_row,
   const size_t rb = fp8::RowBytes(kHeadDim, kScaleBlock);
   std::vector<uint16_t> out(static_cast<size_t>(kRows) * kHeadDim);
   std::vector<uint16_t> want(out.size());
-  ReferenceDequantizeRowsBf16(rows.data(), kRows, kHeadDim, kScaleBlock,
-                              want.data());
+  ReferenceDequantizeRowsBf16(rows.data(), kRows, kHeadDim, kScaleBlock, want.data());
   fn(rows.data(), kRows, kHeadDim, kScaleBlock, out.data());
   if (out != want) {
     state.SkipWithError("result differs from the reference");
@@ -103,23 +98,17 @@ void Run(benchmark::State& state, DequantizeFn fn, bool per_row,
   const double values = static_cast<double>(kRows) * kHeadDim;
   state.SetItemsProcessed(static_cast<int64_t>(values * state.iterations()));
   state.counters["ns_per_value"] = benchmark::Counter(
-      values * state.iterations(),
-      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+      values * state.iterations(), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 
-bool Supported(Bf16Kernel k) {
-  return fp8::internal::Bf16KernelSupported(k);
-}
+bool Supported(Bf16Kernel k) { return fp8::internal::Bf16KernelSupported(k); }
 
 BENCHMARK_CAPTURE(Run, reference, &ReferenceDequantizeRowsBf16, false);
-BENCHMARK_CAPTURE(Run, reference_per_row, &ReferenceDequantizeRowsBf16,
-                  true);
+BENCHMARK_CAPTURE(Run, reference_per_row, &ReferenceDequantizeRowsBf16, true);
 BENCHMARK_CAPTURE(Run, DequantizeRowsBf16, &fp8::DequantizeRowsBf16, false);
-BENCHMARK_CAPTURE(Run, DequantizeRowsBf16_per_row, &fp8::DequantizeRowsBf16,
-                  true);
+BENCHMARK_CAPTURE(Run, DequantizeRowsBf16_per_row, &fp8::DequantizeRowsBf16, true);
 BENCHMARK_CAPTURE(Run, portable, &WithKernel<Bf16Kernel::kPortable>, false);
-BENCHMARK_CAPTURE(Run, avx2, &WithKernel<Bf16Kernel::kAvx2>, false,
-                  Supported(Bf16Kernel::kAvx2));
+BENCHMARK_CAPTURE(Run, avx2, &WithKernel<Bf16Kernel::kAvx2>, false, Supported(Bf16Kernel::kAvx2));
 BENCHMARK_CAPTURE(Run, avx512, &WithKernel<Bf16Kernel::kAvx512>, false,
                   Supported(Bf16Kernel::kAvx512));
 

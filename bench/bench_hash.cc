@@ -36,8 +36,7 @@ std::vector<int64_t> Tokens(size_t n, int64_t vocab) {
   return ids;
 }
 
-void Run(benchmark::State& state, HasherOptions::Modulo modulo, int B, int T,
-         int history) {
+void Run(benchmark::State& state, HasherOptions::Modulo modulo, int B, int T, int history) {
   auto hasher = engram::NgramHasher::Create(V41Layout(), {modulo});
   if (!hasher.ok()) {
     state.SkipWithError(hasher.status().ToString().c_str());
@@ -73,15 +72,22 @@ void Run(benchmark::State& state, HasherOptions::Modulo modulo, int B, int T,
   }
   const double ids_per_iter = static_cast<double>(out.size());
   state.counters["ids_per_second"] = benchmark::Counter(
-      ids_per_iter * static_cast<double>(state.iterations()),
-      benchmark::Counter::kIsRate);
+      ids_per_iter * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
   state.counters["ids_per_step"] = ids_per_iter;
 }
 
-void BM_DecodeB256_FastMod(benchmark::State& s) { Run(s, HasherOptions::Modulo::kFast, 256, 1, 64); }
-void BM_DecodeB256_PlainMod(benchmark::State& s) { Run(s, HasherOptions::Modulo::kDivide, 256, 1, 64); }
-void BM_PrefillT8192_FastMod(benchmark::State& s) { Run(s, HasherOptions::Modulo::kFast, 1, 8192, 0); }
-void BM_PrefillT8192_PlainMod(benchmark::State& s) { Run(s, HasherOptions::Modulo::kDivide, 1, 8192, 0); }
+void BM_DecodeB256_FastMod(benchmark::State& s) {
+  Run(s, HasherOptions::Modulo::kFast, 256, 1, 64);
+}
+void BM_DecodeB256_PlainMod(benchmark::State& s) {
+  Run(s, HasherOptions::Modulo::kDivide, 256, 1, 64);
+}
+void BM_PrefillT8192_FastMod(benchmark::State& s) {
+  Run(s, HasherOptions::Modulo::kFast, 1, 8192, 0);
+}
+void BM_PrefillT8192_PlainMod(benchmark::State& s) {
+  Run(s, HasherOptions::Modulo::kDivide, 1, 8192, 0);
+}
 
 BENCHMARK(BM_DecodeB256_FastMod);
 BENCHMARK(BM_DecodeB256_PlainMod);

@@ -56,8 +56,7 @@ ABSL_FLAG(absl::Duration, duration, absl::Seconds(5),
           "measured time per configuration, split over --rounds");
 ABSL_FLAG(absl::Duration, warmup, absl::Milliseconds(500),
           "unmeasured time per configuration before it is measured");
-ABSL_FLAG(int32_t, rounds, 10,
-          "alternating rounds of the configurations compared with each other");
+ABSL_FLAG(int32_t, rounds, 10, "alternating rounds of the configurations compared with each other");
 ABSL_FLAG(uint64_t, max_requests, 50000,
           "request cap per configuration (whichever of this and --duration "
           "ends first)");
@@ -102,9 +101,7 @@ struct Phase {
   LoopResult total;
   ServerCounters served;
 
-  double rows_per_second() const {
-    return total.requests_per_second() * rows_per_request;
-  }
+  double rows_per_second() const { return total.requests_per_second() * rows_per_request; }
   double p99_us() const { return total.latency_us.Percentile(0.99); }
 };
 
@@ -116,9 +113,8 @@ absl::Status RunPhase(Phase& phase, const LoopLimits& limits, bool record) {
   }
   absl::StatusOr<LoopResult> result = phase.run(limits);
   if (!result.ok()) {
-    return absl::Status(result.status().code(),
-                        absl::StrCat(phase.config, " ", phase.path, ": ",
-                                     result.status().message()));
+    return absl::Status(result.status().code(), absl::StrCat(phase.config, " ", phase.path, ": ",
+                                                             result.status().message()));
   }
   if (!record) return absl::OkStatus();
   if (phase.counters) {
@@ -131,8 +127,7 @@ absl::Status RunPhase(Phase& phase, const LoopLimits& limits, bool record) {
 
 // Warms every phase up, then runs `rounds` rounds of all phases in turn,
 // each round taking its share of the limits.
-absl::Status Measure(const std::vector<Phase*>& phases, absl::Duration warmup,
-                     int rounds) {
+absl::Status Measure(const std::vector<Phase*>& phases, absl::Duration warmup, int rounds) {
   LoopLimits warm;
   warm.duration = warmup;
   for (Phase* p : phases) {
@@ -140,8 +135,7 @@ absl::Status Measure(const std::vector<Phase*>& phases, absl::Duration warmup,
   }
   LoopLimits round;
   round.duration = absl::GetFlag(FLAGS_duration) / rounds;
-  round.max_requests =
-      std::max<uint64_t>(1, absl::GetFlag(FLAGS_max_requests) / rounds);
+  round.max_requests = std::max<uint64_t>(1, absl::GetFlag(FLAGS_max_requests) / rounds);
   for (int r = 0; r < rounds; ++r) {
     for (Phase* p : phases) {
       RETURN_IF_ERROR(RunPhase(*p, round, true));
@@ -152,8 +146,8 @@ absl::Status Measure(const std::vector<Phase*>& phases, absl::Duration warmup,
 
 // A phase whose threads fetch decode steps with `fetchers` (one per thread),
 // checking the last rows of each thread against the table.
-Phase StepPhase(std::string config, std::string path,
-                std::vector<FetchStep> fetchers, const Workload& w) {
+Phase StepPhase(std::string config, std::string path, std::vector<FetchStep> fetchers,
+                const Workload& w) {
   Phase p;
   p.config = std::move(config);
   p.path = std::move(path);
@@ -187,8 +181,7 @@ FetchStep TcpFetcher(std::shared_ptr<TcpRowClient> client, const Workload& w) {
   auto rows = std::make_shared<std::vector<uint8_t>>(w.rows_bytes);
   auto piece = std::make_shared<std::span<const uint8_t>>(*rows);
   std::vector<std::span<const uint64_t>> layers(w.steps.n_layers());
-  return [client, rows, piece, layers, &w](size_t step) mutable
-         -> absl::StatusOr<RowPieces> {
+  return [client, rows, piece, layers, &w](size_t step) mutable -> absl::StatusOr<RowPieces> {
     for (int l = 0; l < w.steps.n_layers(); ++l) layers[l] = w.steps.Layer(step, l);
     RETURN_IF_ERROR(client->Exchange(layers, *rows));
     return RowPieces(piece.get(), 1);
@@ -227,8 +220,8 @@ std::string DefaultShardBinary() {
   return path.substr(0, path.rfind('/') + 1) + "engram-shard";
 }
 
-absl::StatusOr<std::unique_ptr<ShardDaemon>> StartDaemon(
-    const Workload& w, uint64_t ram_budget, bool direct_io) {
+absl::StatusOr<std::unique_ptr<ShardDaemon>> StartDaemon(const Workload& w, uint64_t ram_budget,
+                                                         bool direct_io) {
   ShardDaemonOptions o;
   o.binary = absl::GetFlag(FLAGS_shard_binary);
   if (o.binary.empty()) o.binary = DefaultShardBinary();
@@ -236,9 +229,8 @@ absl::StatusOr<std::unique_ptr<ShardDaemon>> StartDaemon(
   o.ram_budget_bytes = ram_budget;
   o.direct_io = direct_io;
   o.reader_threads = absl::GetFlag(FLAGS_reader_threads);
-  std::fprintf(stderr, "bench-shard: starting %s (ram budget %.1f MB%s)\n",
-               o.binary.c_str(), static_cast<double>(ram_budget) / 1e6,
-               direct_io ? ", direct I/O" : "");
+  std::fprintf(stderr, "bench-shard: starting %s (ram budget %.1f MB%s)\n", o.binary.c_str(),
+               static_cast<double>(ram_budget) / 1e6, direct_io ? ", direct I/O" : "");
   return ShardDaemon::Start(o, w.steps.n_layers());
 }
 
@@ -260,7 +252,7 @@ struct Row {
   double hot_share = -1;
   double server_cores = -1;
   double client_cores = -1;
-  double handler_us = -1;  // mean per request
+  double handler_us = -1;         // mean per request
   double cpu_ms_per_request = 0;  // server + client
   ServerCounters served;
 };
@@ -279,12 +271,11 @@ Row Summarize(const Phase& p) {
   if (p.counters && p.total.seconds > 0) {
     r.server_cores = p.served.cpu_seconds / p.total.seconds;
     const double client_cpu =
-        p.total.process_cpu_seconds -
-        (p.server_in_process ? p.served.cpu_seconds : 0);
+        p.total.process_cpu_seconds - (p.server_in_process ? p.served.cpu_seconds : 0);
     r.client_cores = client_cpu / p.total.seconds;
     if (p.total.requests > 0) {
-      r.cpu_ms_per_request = 1e3 * (client_cpu + p.served.cpu_seconds) /
-                             static_cast<double>(p.total.requests);
+      r.cpu_ms_per_request =
+          1e3 * (client_cpu + p.served.cpu_seconds) / static_cast<double>(p.total.requests);
     }
   }
   if (p.served.requests > 0) {
@@ -300,16 +291,15 @@ struct Report {
 };
 
 // Hot tier 100%: the bare TCP exchange, gRPC raw, gRPC protobuf.
-absl::Status MeasureHot(const Workload& w, int rounds, absl::Duration warmup,
-                        Report* report) {
+absl::Status MeasureHot(const Workload& w, int rounds, absl::Duration warmup, Report* report) {
   TcpRowServerOptions tcp_options;
   tcp_options.rows = w.rows.data();
   tcp_options.row_bytes = w.rows.row_bytes();
-  tcp_options.layer_base.assign(w.rows.layer_base().begin(),
-                                w.rows.layer_base().end());
+  tcp_options.layer_base.assign(w.rows.layer_base().begin(), w.rows.layer_base().end());
   tcp_options.layer_rows = w.table.map.layer_rows;
   ASSIGN_OR_RETURN(std::unique_ptr<TcpRowServer> tcp_server, TcpRowServer::Start(tcp_options));
-  ASSIGN_OR_RETURN(std::unique_ptr<TcpRowClient> tcp_client, TcpRowClient::Connect(tcp_server->port()));
+  ASSIGN_OR_RETURN(std::unique_ptr<TcpRowClient> tcp_client,
+                   TcpRowClient::Connect(tcp_server->port()));
   ASSIGN_OR_RETURN(auto daemon, StartDaemon(w, w.table.shard_bytes, false));
   const int port = daemon->port();
 
@@ -326,8 +316,8 @@ absl::Status MeasureHot(const Workload& w, int rounds, absl::Duration warmup,
   tcp.server_in_process = true;
   Phase raw = StepPhase("hot 100%", "gRPC raw ByteBuffer (ours)",
                         {GrpcFetcher<RawLookupClient>(port, w)}, w);
-  Phase proto = StepPhase("hot 100%", "gRPC protobuf stub",
-                          {GrpcFetcher<ProtoLookupClient>(port, w)}, w);
+  Phase proto =
+      StepPhase("hot 100%", "gRPC protobuf stub", {GrpcFetcher<ProtoLookupClient>(port, w)}, w);
   AttachDaemon(daemon.get(), &raw);
   AttachDaemon(daemon.get(), &proto);
   std::vector<Phase*> phases = {&tcp, &raw};
@@ -342,8 +332,7 @@ absl::Status MeasureHot(const Workload& w, int rounds, absl::Duration warmup,
 
 // Hot tier 10% of the shard (pinned from the profile, plus the admission
 // cache), the rest from RocksDB through the page cache.
-absl::Status MeasureTenth(const Workload& w, absl::Duration warmup,
-                          Report* report) {
+absl::Status MeasureTenth(const Workload& w, absl::Duration warmup, Report* report) {
   ASSIGN_OR_RETURN(auto daemon, StartDaemon(w, w.table.shard_bytes / 10, false));
   Phase tenth = StepPhase("hot 10%", "gRPC raw ByteBuffer (ours)",
                           {GrpcFetcher<RawLookupClient>(daemon->port(), w)}, w);
@@ -355,17 +344,15 @@ absl::Status MeasureTenth(const Workload& w, absl::Duration warmup,
 
 // Hot tier 0, direct I/O: gRPC raw with 1 and 2 clients against the
 // O_DIRECT read ceiling over the same SST files.
-absl::Status MeasureTail(const Workload& w, int rounds, absl::Duration warmup,
-                         Report* report) {
+absl::Status MeasureTail(const Workload& w, int rounds, absl::Duration warmup, Report* report) {
   ASSIGN_OR_RETURN(auto daemon, StartDaemon(w, 0, true));
   const int port = daemon->port();
   Phase raw_disk = DiskPhase(w);
   Phase tail1 = StepPhase("hot 0%, direct I/O", "gRPC raw ByteBuffer (ours)",
                           {GrpcFetcher<RawLookupClient>(port, w)}, w);
-  Phase tail2 = StepPhase("hot 0%, direct I/O", "gRPC raw ByteBuffer (ours)",
-                          {GrpcFetcher<RawLookupClient>(port, w),
-                           GrpcFetcher<RawLookupClient>(port, w)},
-                          w);
+  Phase tail2 =
+      StepPhase("hot 0%, direct I/O", "gRPC raw ByteBuffer (ours)",
+                {GrpcFetcher<RawLookupClient>(port, w), GrpcFetcher<RawLookupClient>(port, w)}, w);
   AttachDaemon(daemon.get(), &tail1);
   AttachDaemon(daemon.get(), &tail2);
   RETURN_IF_ERROR(Measure({&raw_disk, &tail1, &tail2}, warmup, rounds));
@@ -385,14 +372,11 @@ std::string Cell(const char* format, double value) {
 
 void PrintRow(const Row& r) {
   if (r.config.empty()) return;  // not run (--configs)
-  std::printf("%-18s %-30s %3d %8llu %10.0f %7.1f %7.3f %7.3f %7s %6s %5s %5s\n",
-              r.config.c_str(), r.path.c_str(), r.clients,
-              static_cast<unsigned long long>(r.requests), r.rows_per_second,
-              r.mb_per_second, r.p50_us / 1e3, r.p99_us / 1e3,
-              Cell("%.1f%%", r.hot_share * 100).c_str(),
-              Cell("%.3f", r.handler_us / 1e3).c_str(),
-              Cell("%.2f", r.server_cores).c_str(),
-              Cell("%.2f", r.client_cores).c_str());
+  std::printf("%-18s %-30s %3d %8llu %10.0f %7.1f %7.3f %7.3f %7s %6s %5s %5s\n", r.config.c_str(),
+              r.path.c_str(), r.clients, static_cast<unsigned long long>(r.requests),
+              r.rows_per_second, r.mb_per_second, r.p50_us / 1e3, r.p99_us / 1e3,
+              Cell("%.1f%%", r.hot_share * 100).c_str(), Cell("%.3f", r.handler_us / 1e3).c_str(),
+              Cell("%.2f", r.server_cores).c_str(), Cell("%.2f", r.client_cores).c_str());
 }
 
 double Ratio(double a, double b) { return b > 0 ? a / b : 0; }
@@ -400,13 +384,12 @@ double Ratio(double a, double b) { return b > 0 ? a / b : 0; }
 const char* Verdict(bool met) { return met ? "met" : "MISSED"; }
 
 void PrintHotRatios(const Report& r, double hot_ratio, double p99_ratio);
-void PrintTailRatios(const Workload& w, const Report& r, double disk1,
-                     double disk2);
+void PrintTailRatios(const Workload& w, const Report& r, double disk1, double disk2);
 
 void PrintReport(const Workload& w, const Report& r) {
-  std::printf("%-18s %-30s %3s %8s %10s %7s %7s %7s %7s %6s %5s %5s\n",
-              "config", "path", "cli", "requests", "rows/s", "MB/s", "p50 ms",
-              "p99 ms", "hot-hit", "srv ms", "srv-c", "cli-c");
+  std::printf("%-18s %-30s %3s %8s %10s %7s %7s %7s %7s %6s %5s %5s\n", "config", "path", "cli",
+              "requests", "rows/s", "MB/s", "p50 ms", "p99 ms", "hot-hit", "srv ms", "srv-c",
+              "cli-c");
   PrintRow(r.tcp);
   PrintRow(r.raw);
   if (r.has_proto) PrintRow(r.proto);
@@ -431,35 +414,37 @@ void PrintReport(const Workload& w, const Report& r) {
   const double disk_ratio = std::max(disk1, disk2);
   if (r.tcp.requests > 0) PrintHotRatios(r, hot_ratio, p99_ratio);
   if (r.raw_disk.requests > 0) PrintTailRatios(w, r, disk1, disk2);
-  std::printf("bench-shard: hot_tcp_ratio=%.3f hot_p99_ratio=%.3f "
-              "disk_ratio=%.3f\n",
-              hot_ratio, p99_ratio, disk_ratio);
+  std::printf(
+      "bench-shard: hot_tcp_ratio=%.3f hot_p99_ratio=%.3f "
+      "disk_ratio=%.3f\n",
+      hot_ratio, p99_ratio, disk_ratio);
 }
 
 void PrintHotRatios(const Report& r, double hot_ratio, double p99_ratio) {
-  std::printf("hot 100%%: gRPC raw / bare TCP: rows/s %.3f (target >= 0.85: %s), "
-              "p99 %.3f (target <= 1.5: %s)\n",
-              hot_ratio, Verdict(hot_ratio >= 0.85), p99_ratio,
-              Verdict(p99_ratio <= 1.5));
-  std::printf("hot 100%%: CPU per request (server + client): bare TCP %.2f ms, "
-              "gRPC raw %.2f ms (%.2fx)\n",
-              r.tcp.cpu_ms_per_request, r.raw.cpu_ms_per_request,
-              Ratio(r.raw.cpu_ms_per_request, r.tcp.cpu_ms_per_request));
+  std::printf(
+      "hot 100%%: gRPC raw / bare TCP: rows/s %.3f (target >= 0.85: %s), "
+      "p99 %.3f (target <= 1.5: %s)\n",
+      hot_ratio, Verdict(hot_ratio >= 0.85), p99_ratio, Verdict(p99_ratio <= 1.5));
+  std::printf(
+      "hot 100%%: CPU per request (server + client): bare TCP %.2f ms, "
+      "gRPC raw %.2f ms (%.2fx)\n",
+      r.tcp.cpu_ms_per_request, r.raw.cpu_ms_per_request,
+      Ratio(r.raw.cpu_ms_per_request, r.tcp.cpu_ms_per_request));
   if (r.has_proto) {
-    std::printf("hot 100%%: plain gRPC/protobuf / bare TCP: rows/s %.3f, p99 "
-                "%.3f (context)\n",
-                Ratio(r.proto.rows_per_second, r.tcp.rows_per_second),
-                Ratio(r.proto.p99_us, r.tcp.p99_us));
+    std::printf(
+        "hot 100%%: plain gRPC/protobuf / bare TCP: rows/s %.3f, p99 "
+        "%.3f (context)\n",
+        Ratio(r.proto.rows_per_second, r.tcp.rows_per_second), Ratio(r.proto.p99_us, r.tcp.p99_us));
   }
 }
 
 // The best of 1 and 2 clients counts.
-void PrintTailRatios(const Workload& w, const Report& r, double disk1,
-                     double disk2) {
+void PrintTailRatios(const Workload& w, const Report& r, double disk1, double disk2) {
   const double disk_ratio = std::max(disk1, disk2);
-  std::printf("hot 0%%, direct I/O: gRPC raw rows/s / O_DIRECT 4 KiB reads/s: "
-              "1 client %.3f, 2 clients %.3f; best %.3f (target >= 0.80: %s)\n",
-              disk1, disk2, disk_ratio, Verdict(disk_ratio >= 0.80));
+  std::printf(
+      "hot 0%%, direct I/O: gRPC raw rows/s / O_DIRECT 4 KiB reads/s: "
+      "1 client %.3f, 2 clients %.3f; best %.3f (target >= 0.80: %s)\n",
+      disk1, disk2, disk_ratio, Verdict(disk_ratio >= 0.80));
   const ServerCounters tail = r.tail1.served;
   std::printf(
       "tail check: engram-shard --direct-io (RocksDB use_direct_reads), no "
@@ -467,9 +452,8 @@ void PrintTailRatios(const Workload& w, const Report& r, double disk1,
       "0; %.0f%% of the 1-client rows came from disk, %.2f SST block reads "
       "per disk row (rows repeat within a step: %.1f%% distinct); the "
       "ceiling preads the same %zu SST files with O_DIRECT, %d threads\n",
-      tail.rows() > 0 ? 100 * tail.disk / tail.rows() : 0,
-      Ratio(tail.file_reads, tail.disk), w.steps.distinct_share() * 100,
-      w.table.sst_files.size(), absl::GetFlag(FLAGS_disk_threads));
+      tail.rows() > 0 ? 100 * tail.disk / tail.rows() : 0, Ratio(tail.file_reads, tail.disk),
+      w.steps.distinct_share() * 100, w.table.sst_files.size(), absl::GetFlag(FLAGS_disk_threads));
 }
 
 absl::Status Run() {
@@ -482,46 +466,44 @@ absl::Status Run() {
   if (!table.ok()) return table.status();
   DecodeStepOptions step_options;
   step_options.steps = absl::GetFlag(FLAGS_steps);
-  absl::StatusOr<DecodeSteps> steps =
-      DecodeSteps::Generate(table->layout, step_options);
+  absl::StatusOr<DecodeSteps> steps = DecodeSteps::Generate(table->layout, step_options);
   if (!steps.ok()) return steps.status();
   absl::StatusOr<RowArray> rows = RowArray::Build(*table);
   if (!rows.ok()) return rows.status();
   Workload w{*std::move(table), *std::move(steps), *std::move(rows), 0};
   w.rows_bytes = w.steps.ids_per_step() * w.rows.row_bytes();
 
-  std::printf("engram-bench-shard: %u cores; v41 table of %llu rows (%zu "
-              "layers, %.0f MB) as 1 shard in %s (%s)\n",
-              std::thread::hardware_concurrency(),
-              static_cast<unsigned long long>(w.table.shard_rows),
-              w.table.map.layer_rows.size(),
-              static_cast<double>(w.table.shard_bytes) / 1e6,
-              w.table.shard_dir.c_str(), w.table.reused ? "reused" : "built");
-  std::printf("workload: %zu ids per request (%d seqs x %d layers x %d cols), "
-              "%u-byte rows, %.2f MB per response; Zipf %.1f tokens; %zu "
-              "steps hashed up front, cycled\n",
-              w.steps.ids_per_step(), step_options.batch, w.steps.n_layers(),
-              w.table.layout.n_cols(), w.rows.row_bytes(),
-              static_cast<double>(w.rows_bytes) / 1e6,
-              step_options.zipf_exponent, w.steps.n_steps());
-  std::printf("server: the engram-shard daemon as a child process on "
-              "127.0.0.1, --reader-threads %d; each client thread has its own "
-              "channel and sends back to back; every loop checks its last "
-              "response's rows\n",
-              absl::GetFlag(FLAGS_reader_threads));
-  std::printf("timing: %s per configuration in %d alternating rounds (cap "
-              "%llu requests), after %s of warm-up\n\n",
-              absl::FormatDuration(absl::GetFlag(FLAGS_duration)).c_str(),
-              rounds,
-              static_cast<unsigned long long>(absl::GetFlag(FLAGS_max_requests)),
-              absl::FormatDuration(warmup).c_str());
+  std::printf(
+      "engram-bench-shard: %u cores; v41 table of %llu rows (%zu "
+      "layers, %.0f MB) as 1 shard in %s (%s)\n",
+      std::thread::hardware_concurrency(), static_cast<unsigned long long>(w.table.shard_rows),
+      w.table.map.layer_rows.size(), static_cast<double>(w.table.shard_bytes) / 1e6,
+      w.table.shard_dir.c_str(), w.table.reused ? "reused" : "built");
+  std::printf(
+      "workload: %zu ids per request (%d seqs x %d layers x %d cols), "
+      "%u-byte rows, %.2f MB per response; Zipf %.1f tokens; %zu "
+      "steps hashed up front, cycled\n",
+      w.steps.ids_per_step(), step_options.batch, w.steps.n_layers(), w.table.layout.n_cols(),
+      w.rows.row_bytes(), static_cast<double>(w.rows_bytes) / 1e6, step_options.zipf_exponent,
+      w.steps.n_steps());
+  std::printf(
+      "server: the engram-shard daemon as a child process on "
+      "127.0.0.1, --reader-threads %d; each client thread has its own "
+      "channel and sends back to back; every loop checks its last "
+      "response's rows\n",
+      absl::GetFlag(FLAGS_reader_threads));
+  std::printf(
+      "timing: %s per configuration in %d alternating rounds (cap "
+      "%llu requests), after %s of warm-up\n\n",
+      absl::FormatDuration(absl::GetFlag(FLAGS_duration)).c_str(), rounds,
+      static_cast<unsigned long long>(absl::GetFlag(FLAGS_max_requests)),
+      absl::FormatDuration(warmup).c_str());
   std::fflush(stdout);
 
   Report report;
   const std::string configs = absl::GetFlag(FLAGS_configs);
   auto wanted = [&configs](const char* name) {
-    return absl::StrContains(absl::StrCat(",", configs, ","),
-                             absl::StrCat(",", name, ","));
+    return absl::StrContains(absl::StrCat(",", configs, ","), absl::StrCat(",", name, ","));
   };
   if (wanted("hot")) {
     RETURN_IF_ERROR(MeasureHot(w, rounds, warmup, &report));

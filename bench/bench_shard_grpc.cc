@@ -1,6 +1,5 @@
 #include "bench/bench_shard_grpc.h"
 
-
 #include <atomic>
 #include <utility>
 
@@ -24,18 +23,17 @@ absl::Status FromGrpc(const grpc::Status& status) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<ShardDaemon>> ShardDaemon::Start(
-    const ShardDaemonOptions& options, int n_layers) {
+absl::StatusOr<std::unique_ptr<ShardDaemon>> ShardDaemon::Start(const ShardDaemonOptions& options,
+                                                                int n_layers) {
   testing::ShardProcess::Options o;
   o.binary = options.binary;
   o.db_dir = options.db_dir;
-  o.flags = {"--ram-budget", absl::StrCat(options.ram_budget_bytes),
+  o.flags = {"--ram-budget",     absl::StrCat(options.ram_budget_bytes),
              "--reader-threads", absl::StrCat(options.reader_threads),
-             "--drain-timeout", "2s"};
+             "--drain-timeout",  "2s"};
   if (options.direct_io) o.flags.push_back("--direct-io");
   o.start_timeout = kStartTimeout;
-  absl::StatusOr<std::unique_ptr<testing::ShardProcess>> process =
-      testing::ShardProcess::Start(o);
+  absl::StatusOr<std::unique_ptr<testing::ShardProcess>> process = testing::ShardProcess::Start(o);
   if (absl::IsNotFound(process.status())) {
     return absl::NotFoundError(
         absl::StrCat(process.status().message(), " (pass --shard-binary PATH)"));
@@ -45,26 +43,21 @@ absl::StatusOr<std::unique_ptr<ShardDaemon>> ShardDaemon::Start(
 }
 
 absl::StatusOr<ServerCounters> ShardDaemon::Counters() const {
-  absl::StatusOr<std::string> page =
-      testing::HttpGet(process_->metrics_port(), "/metrics");
+  absl::StatusOr<std::string> page = testing::HttpGet(process_->metrics_port(), "/metrics");
   if (!page.ok()) return page.status();
   auto value = [&page](const std::string& metric) {
     return testing::MetricValue(*page, metric).value_or(0);
   };
   ServerCounters c;
   for (int l = 0; l < n_layers_; ++l) {
-    for (auto [tier, sum] : {std::pair{"pinned", &c.pinned},
-                             std::pair{"cached", &c.cached},
+    for (auto [tier, sum] : {std::pair{"pinned", &c.pinned}, std::pair{"cached", &c.cached},
                              std::pair{"disk", &c.disk}}) {
-      *sum += value(absl::StrCat("engram_shard_rows_total{layer=\"", l,
-                                 "\",tier=\"", tier, "\"}"));
+      *sum += value(absl::StrCat("engram_shard_rows_total{layer=\"", l, "\",tier=\"", tier, "\"}"));
     }
   }
   c.file_reads = value("engram_shard_rocksdb_file_reads");
-  c.requests = value(
-      "engram_shard_request_duration_seconds_count{method=\"Lookup\"}");
-  c.handler_seconds =
-      value("engram_shard_request_duration_seconds_sum{method=\"Lookup\"}");
+  c.requests = value("engram_shard_request_duration_seconds_count{method=\"Lookup\"}");
+  c.handler_seconds = value("engram_shard_request_duration_seconds_sum{method=\"Lookup\"}");
   c.cpu_seconds = ProcessCpuSeconds(process_->pid());
   return c;
 }
@@ -91,8 +84,8 @@ RawLookupClient::~RawLookupClient() {
   }
 }
 
-absl::StatusOr<RowPieces> RawLookupClient::Lookup(
-    std::span<const wire::LayerRowIds> layers, size_t rows_bytes) {
+absl::StatusOr<RowPieces> RawLookupClient::Lookup(std::span<const wire::LayerRowIds> layers,
+                                                  size_t rows_bytes) {
   grpc::Slice slice = wire::EncodeLookupRequest("", 0, layers);
   grpc::ByteBuffer request(&slice, 1);
   grpc::ByteBuffer response;
@@ -109,12 +102,12 @@ absl::StatusOr<RowPieces> RawLookupClient::Lookup(
     return absl::InternalError("Lookup: the completion queue failed");
   }
   if (!status.ok()) return FromGrpc(status);
-  ASSIGN_OR_RETURN(uint64_t version, wire::LocateLookupResponseRows(response, rows_bytes, &rows_));
+  RETURN_IF_ERROR(wire::LocateLookupResponseRows(response, rows_bytes, &rows_).status());
   return RowPieces(rows_.spans);
 }
 
-absl::StatusOr<RowPieces> ProtoLookupClient::Lookup(
-    std::span<const wire::LayerRowIds> layers, size_t rows_bytes) {
+absl::StatusOr<RowPieces> ProtoLookupClient::Lookup(std::span<const wire::LayerRowIds> layers,
+                                                    size_t rows_bytes) {
   v1::LookupRequest request;
   for (const wire::LayerRowIds& layer : layers) {
     v1::LayerRows* rows = request.add_layers();
@@ -126,12 +119,11 @@ absl::StatusOr<RowPieces> ProtoLookupClient::Lookup(
   grpc::Status status = stub_->Lookup(&context, request, &response_);
   if (!status.ok()) return FromGrpc(status);
   if (response_.rows().size() != rows_bytes) {
-    return absl::InternalError(absl::StrCat("Lookup returned ",
-                                            response_.rows().size(),
+    return absl::InternalError(absl::StrCat("Lookup returned ", response_.rows().size(),
                                             " row bytes, expected ", rows_bytes));
   }
-  piece_ = std::span<const uint8_t>(
-      reinterpret_cast<const uint8_t*>(response_.rows().data()), rows_bytes);
+  piece_ = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(response_.rows().data()),
+                                    rows_bytes);
   return RowPieces(&piece_, 1);
 }
 

@@ -19,15 +19,15 @@
 #include "engram/v1/engram_store.grpc.pb.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
+#include "proto/wire.h"
 #include "service/testing/server_test_util.h"
 #include "service/testing/shard_process.h"
-#include "proto/wire.h"
 
 namespace engram::bench {
 
 struct ShardDaemonOptions {
-  std::string binary;  // the engram-shard executable
-  std::string db_dir;  // shard directory
+  std::string binary;             // the engram-shard executable
+  std::string db_dir;             // shard directory
   uint64_t ram_budget_bytes = 0;  // --ram-budget
   bool direct_io = false;         // --direct-io
   int reader_threads = 32;        // --reader-threads
@@ -38,8 +38,8 @@ struct ShardDaemonOptions {
 // serves; the destructor stops it. Not thread-safe.
 class ShardDaemon {
  public:
-  static absl::StatusOr<std::unique_ptr<ShardDaemon>> Start(
-      const ShardDaemonOptions& options, int n_layers);
+  static absl::StatusOr<std::unique_ptr<ShardDaemon>> Start(const ShardDaemonOptions& options,
+                                                            int n_layers);
   ShardDaemon(const ShardDaemon&) = delete;
   ShardDaemon& operator=(const ShardDaemon&) = delete;
 
@@ -71,8 +71,7 @@ class RawLookupClient {
   ~RawLookupClient();
 
   // The rows of `layers`, in request order; valid until the next call.
-  absl::StatusOr<RowPieces> Lookup(std::span<const wire::LayerRowIds> layers,
-                                   size_t rows_bytes);
+  absl::StatusOr<RowPieces> Lookup(std::span<const wire::LayerRowIds> layers, size_t rows_bytes);
 
  private:
   grpc::GenericStub stub_;
@@ -88,8 +87,7 @@ class ProtoLookupClient {
   explicit ProtoLookupClient(std::shared_ptr<grpc::Channel> channel)
       : stub_(v1::EngramStore::NewStub(std::move(channel))) {}
 
-  absl::StatusOr<RowPieces> Lookup(std::span<const wire::LayerRowIds> layers,
-                                   size_t rows_bytes);
+  absl::StatusOr<RowPieces> Lookup(std::span<const wire::LayerRowIds> layers, size_t rows_bytes);
 
  private:
   std::unique_ptr<v1::EngramStore::Stub> stub_;

@@ -28,16 +28,15 @@ double ProcessCpuSeconds() {
 double Latencies::Percentile(double q) const {
   if (us_.empty()) return 0;
   std::vector<double> sorted = us_;
-  const size_t k = std::min(sorted.size() - 1,
-                            static_cast<size_t>(q * static_cast<double>(sorted.size())));
+  const size_t k =
+      std::min(sorted.size() - 1, static_cast<size_t>(q * static_cast<double>(sorted.size())));
   std::nth_element(sorted.begin(), sorted.begin() + k, sorted.end());
   return sorted[k];
 }
 
 ServerCounters ServerCounters::operator-(const ServerCounters& o) const {
-  return {pinned - o.pinned,         cached - o.cached,
-          disk - o.disk,             file_reads - o.file_reads,
-          requests - o.requests,     handler_seconds - o.handler_seconds,
+  return {pinned - o.pinned,          cached - o.cached,     disk - o.disk,
+          file_reads - o.file_reads,  requests - o.requests, handler_seconds - o.handler_seconds,
           cpu_seconds - o.cpu_seconds};
 }
 
@@ -65,10 +64,8 @@ std::vector<uint8_t> JoinPieces(RowPieces pieces) {
   return out;
 }
 
-absl::StatusOr<LoopResult> RunLoop(const LoopLimits& limits,
-                                   std::span<const FetchStep> fetchers,
-                                   size_t n_steps, uint64_t* next_step,
-                                   const CheckStep& check) {
+absl::StatusOr<LoopResult> RunLoop(const LoopLimits& limits, std::span<const FetchStep> fetchers,
+                                   size_t n_steps, uint64_t* next_step, const CheckStep& check) {
   struct ThreadState {
     Latencies latency_us;
     bool fetched = false;

@@ -20,9 +20,7 @@ namespace engram::bench {
 class Latencies {
  public:
   void Add(double us) { us_.push_back(us); }
-  void Merge(const Latencies& other) {
-    us_.insert(us_.end(), other.us_.begin(), other.us_.end());
-  }
+  void Merge(const Latencies& other) { us_.insert(us_.end(), other.us_.begin(), other.us_.end()); }
   size_t count() const { return us_.size(); }
   // The q-quantile (nearest rank), 0 when empty. REQUIRES: 0 <= q <= 1.
   double Percentile(double q) const;
@@ -89,10 +87,8 @@ struct LoopResult {
 // the first error, or when the duration or the request count runs out.
 // Each thread's last rows are checked with `check` (when set) after the
 // clock stops.
-absl::StatusOr<LoopResult> RunLoop(const LoopLimits& limits,
-                                   std::span<const FetchStep> fetchers,
-                                   size_t n_steps, uint64_t* next_step,
-                                   const CheckStep& check);
+absl::StatusOr<LoopResult> RunLoop(const LoopLimits& limits, std::span<const FetchStep> fetchers,
+                                   size_t n_steps, uint64_t* next_step, const CheckStep& check);
 
 }  // namespace engram::bench
 

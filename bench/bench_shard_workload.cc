@@ -26,11 +26,10 @@ constexpr double kTraceZipfExponent = 1.1;
 constexpr uint64_t kRankShuffleSeed = 0x5eed;
 
 std::string ParamsText(const BenchTableOptions& o) {
-  return absl::StrCat("engram-bench-shard work dir, format 1\n",
-                      "preset v41, engram_vocab_size ", o.engram_vocab_size,
-                      ", seed ", o.seed, ", 1 shard\n", "profile trace ",
-                      o.trace_lines, " x ", o.trace_tokens, " tokens, zipf ",
-                      kTraceZipfExponent, ", seed ", o.trace_seed, "\n");
+  return absl::StrCat("engram-bench-shard work dir, format 1\n", "preset v41, engram_vocab_size ",
+                      o.engram_vocab_size, ", seed ", o.seed, ", 1 shard\n", "profile trace ",
+                      o.trace_lines, " x ", o.trace_tokens, " tokens, zipf ", kTraceZipfExponent,
+                      ", seed ", o.trace_seed, "\n");
 }
 
 std::string ReadWholeFile(const std::string& path) {
@@ -48,8 +47,7 @@ absl::Status WriteWholeFile(const std::string& path, const std::string& text) {
   return absl::OkStatus();
 }
 
-absl::Status WriteTrace(const BenchTableOptions& o, int64_t vocab_size,
-                        const std::string& path) {
+absl::Status WriteTrace(const BenchTableOptions& o, int64_t vocab_size, const std::string& path) {
   ZipfTokens tokens(vocab_size, kTraceZipfExponent, o.trace_seed);
   std::string text;
   for (int line = 0; line < o.trace_lines; ++line) {
@@ -64,8 +62,7 @@ absl::Status WriteTrace(const BenchTableOptions& o, int64_t vocab_size,
 
 void Progress(const char* what, uint64_t done, uint64_t total) {
   if (done == total) {
-    std::fprintf(stderr, "  %s: %llu rows\n", what,
-                 static_cast<unsigned long long>(total));
+    std::fprintf(stderr, "  %s: %llu rows\n", what, static_cast<unsigned long long>(total));
   }
 }
 
@@ -80,14 +77,11 @@ absl::Status BuildWorkDir(const BenchTableOptions& o, const GenTableOptions& gen
   fs::remove_all(shard_dir, ec);
   fs::create_directories(o.work_dir, ec);
   if (ec) {
-    return absl::InternalError(absl::StrCat("cannot create --work-dir ",
-                                            o.work_dir, ": ", ec.message()));
+    return absl::InternalError(
+        absl::StrCat("cannot create --work-dir ", o.work_dir, ": ", ec.message()));
   }
-  std::fprintf(stderr, "bench-shard: building the work dir %s\n",
-               o.work_dir.c_str());
-  RETURN_IF_ERROR(GenerateTable(gen, [](uint64_t d, uint64_t t) {
-        Progress("gen-table", d, t);
-      }));
+  std::fprintf(stderr, "bench-shard: building the work dir %s\n", o.work_dir.c_str());
+  RETURN_IF_ERROR(GenerateTable(gen, [](uint64_t d, uint64_t t) { Progress("gen-table", d, t); }));
   RETURN_IF_ERROR(WriteTrace(o, vocab_size, trace));
   ImportOptions import;
   import.table_dir = gen.out_dir;
@@ -95,7 +89,8 @@ absl::Status BuildWorkDir(const BenchTableOptions& o, const GenTableOptions& gen
   import.shard_index = 0;
   import.out_dir = shard_dir;
   import.profile_trace = trace;
-  ASSIGN_OR_RETURN(ImportResult imported, ImportShard(import, [](uint64_t d, uint64_t t) { Progress("import", d, t); }));
+  ASSIGN_OR_RETURN(ImportResult imported,
+                   ImportShard(import, [](uint64_t d, uint64_t t) { Progress("import", d, t); }));
   fs::remove_all(gen.out_dir, ec);  // the shard holds the rows now
   return WriteWholeFile(o.work_dir + "/params.txt", ParamsText(o));
 }
@@ -124,8 +119,7 @@ absl::StatusOr<BenchTable> PrepareBenchTable(const BenchTableOptions& o) {
     table.shard_bytes += table.map.layer_rows[l] * table.map.row_bytes[l];
   }
   std::error_code ec;
-  for (const auto& entry :
-       fs::directory_iterator(table.shard_dir + "/rocksdb", ec)) {
+  for (const auto& entry : fs::directory_iterator(table.shard_dir + "/rocksdb", ec)) {
     if (entry.path().extension() == ".sst") {
       table.sst_files.push_back(entry.path().string());
     }
@@ -133,8 +127,7 @@ absl::StatusOr<BenchTable> PrepareBenchTable(const BenchTableOptions& o) {
   std::sort(table.sst_files.begin(), table.sst_files.end());
   if (table.sst_files.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        table.shard_dir, "/rocksdb holds no SST file; delete ", o.work_dir,
-        " and run again"));
+        table.shard_dir, "/rocksdb holds no SST file; delete ", o.work_dir, " and run again"));
   }
   return table;
 }
@@ -159,8 +152,7 @@ absl::StatusOr<RowArray> RowArray::Build(const BenchTable& table) {
   std::vector<std::thread> threads;  // one per layer
   for (size_t l = 0; l < map.layer_rows.size(); ++l) {
     threads.emplace_back([&, l] {
-      GenerateRows(table.gen.seed, static_cast<int>(l), 0, map.layer_rows[l],
-                   head_dim, scale_block,
+      GenerateRows(table.gen.seed, static_cast<int>(l), 0, map.layer_rows[l], head_dim, scale_block,
                    array.data_.data() + array.layer_base_[l] * array.row_bytes_);
     });
   }
@@ -169,9 +161,7 @@ absl::StatusOr<RowArray> RowArray::Build(const BenchTable& table) {
 }
 
 ZipfTokens::ZipfTokens(int64_t vocab_size, double exponent, uint64_t seed)
-    : cdf_(static_cast<size_t>(vocab_size)),
-      token_(static_cast<size_t>(vocab_size)),
-      rng_(seed) {
+    : cdf_(static_cast<size_t>(vocab_size)), token_(static_cast<size_t>(vocab_size)), rng_(seed) {
   double sum = 0;
   for (size_t r = 0; r < cdf_.size(); ++r) {
     sum += std::pow(static_cast<double>(r + 1), -exponent);
@@ -184,19 +174,18 @@ ZipfTokens::ZipfTokens(int64_t vocab_size, double exponent, uint64_t seed)
 
 int64_t ZipfTokens::Next() {
   std::uniform_real_distribution<double> u(0.0, cdf_.back());
-  const size_t rank = static_cast<size_t>(
-      std::upper_bound(cdf_.begin(), cdf_.end(), u(rng_)) - cdf_.begin());
+  const size_t rank =
+      static_cast<size_t>(std::upper_bound(cdf_.begin(), cdf_.end(), u(rng_)) - cdf_.begin());
   return token_[std::min(rank, token_.size() - 1)];
 }
 
-absl::StatusOr<DecodeSteps> DecodeSteps::Generate(
-    const HashLayout& layout, const DecodeStepOptions& o) {
+absl::StatusOr<DecodeSteps> DecodeSteps::Generate(const HashLayout& layout,
+                                                  const DecodeStepOptions& o) {
   if (o.batch < 1 || o.prefill < 1 || o.steps < 1 ||
       o.prefill + o.steps > SequenceState::kDefaultCapacity) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "decode steps: batch ", o.batch, ", prefill ", o.prefill, ", steps ",
-        o.steps, " (need >= 1 each, prefill + steps <= ",
-        SequenceState::kDefaultCapacity, ")"));
+        "decode steps: batch ", o.batch, ", prefill ", o.prefill, ", steps ", o.steps,
+        " (need >= 1 each, prefill + steps <= ", SequenceState::kDefaultCapacity, ")"));
   }
   ASSIGN_OR_RETURN(std::unique_ptr<NgramHasher> hasher, NgramHasher::Create(layout));
   const NgramHasher& h = *hasher;
@@ -212,8 +201,7 @@ absl::StatusOr<DecodeSteps> DecodeSteps::Generate(
   std::vector<int64_t> prefill(B * o.prefill);
   for (int64_t& t : prefill) t = tokens.Next();
   std::vector<RowId> prefill_out(prefill.size() * per_position);
-  RETURN_IF_ERROR(h.HashBatch(batch, 0, o.prefill, prefill.data(),
-                                   nullptr, prefill_out.data()));
+  RETURN_IF_ERROR(h.HashBatch(batch, 0, o.prefill, prefill.data(), nullptr, prefill_out.data()));
 
   DecodeSteps steps;
   steps.n_steps_ = static_cast<size_t>(o.steps);
@@ -224,9 +212,8 @@ absl::StatusOr<DecodeSteps> DecodeSteps::Generate(
   std::vector<RowId> out(B * per_position);  // [B][1][n_layers][n_cols]
   for (size_t s = 0; s < steps.n_steps_; ++s) {
     for (int64_t& t : step_tokens) t = tokens.Next();
-    if (absl::Status st =
-            h.HashBatch(batch, o.prefill + static_cast<int64_t>(s), 1,
-                        step_tokens.data(), nullptr, out.data());
+    if (absl::Status st = h.HashBatch(batch, o.prefill + static_cast<int64_t>(s), 1,
+                                      step_tokens.data(), nullptr, out.data());
         !st.ok()) {
       return st;
     }
@@ -247,8 +234,8 @@ absl::StatusOr<DecodeSteps> DecodeSteps::Generate(
       std::span<const uint64_t> ids = steps.Layer(s, l);
       scratch.assign(ids.begin(), ids.end());
       std::sort(scratch.begin(), scratch.end());
-      const size_t distinct = static_cast<size_t>(
-          std::unique(scratch.begin(), scratch.end()) - scratch.begin());
+      const size_t distinct =
+          static_cast<size_t>(std::unique(scratch.begin(), scratch.end()) - scratch.begin());
       share += static_cast<double>(distinct) / static_cast<double>(ids.size());
     }
   }
@@ -256,20 +243,19 @@ absl::StatusOr<DecodeSteps> DecodeSteps::Generate(
   return steps;
 }
 
-absl::Status CheckStepRows(const DecodeSteps& steps, size_t step,
-                           const RowArray& table, std::span<const uint8_t> rows) {
+absl::Status CheckStepRows(const DecodeSteps& steps, size_t step, const RowArray& table,
+                           std::span<const uint8_t> rows) {
   const size_t n = table.row_bytes();
   if (rows.size() != steps.ids_per_step() * n) {
-    return absl::InternalError(absl::StrCat("got ", rows.size(),
-                                            " row bytes, expected ",
-                                            steps.ids_per_step() * n));
+    return absl::InternalError(
+        absl::StrCat("got ", rows.size(), " row bytes, expected ", steps.ids_per_step() * n));
   }
   const uint8_t* got = rows.data();
   for (int l = 0; l < steps.n_layers(); ++l) {
     for (uint64_t id : steps.Layer(step, l)) {
       if (std::memcmp(got, table.row(static_cast<uint32_t>(l), id), n) != 0) {
-        return absl::InternalError(absl::StrCat(
-            "step ", step, ": layer ", l, " row ", id, " has the wrong bytes"));
+        return absl::InternalError(
+            absl::StrCat("step ", step, ": layer ", l, " row ", id, " has the wrong bytes"));
       }
       got += n;
     }

@@ -17,8 +17,8 @@
 #include "absl/status/statusor.h"
 #include "common/huge_buffer.h"
 #include "common/layout.h"
-#include "common/table_gen.h"
 #include "common/shard_map.h"
+#include "common/table_gen.h"
 
 namespace engram::bench {
 
@@ -68,7 +68,7 @@ class RowArray {
   const uint8_t* data() const { return data_.data(); }
 
  private:
-  HugePageBuffer data_;  // the same huge pages as the shard's hot tier
+  HugePageBuffer data_;               // the same huge pages as the shard's hot tier
   std::vector<uint64_t> layer_base_;  // first row of each layer
   uint32_t row_bytes_ = 0;
 };
@@ -108,8 +108,7 @@ class DecodeSteps {
   size_t ids_per_layer() const { return ids_per_layer_; }
   size_t ids_per_step() const { return ids_per_layer_ * n_layers_; }
   std::span<const uint64_t> Layer(size_t step, int layer) const {
-    return {ids_.data() + (step * n_layers_ + layer) * ids_per_layer_,
-            ids_per_layer_};
+    return {ids_.data() + (step * n_layers_ + layer) * ids_per_layer_, ids_per_layer_};
   }
   // Mean share of a step's ids that are distinct (per layer), sampled over
   // the first steps.
@@ -125,8 +124,8 @@ class DecodeSteps {
 
 // OK when `rows` holds exactly the rows of `step` in request order (layers
 // in order); otherwise Internal naming the first wrong row.
-absl::Status CheckStepRows(const DecodeSteps& steps, size_t step,
-                           const RowArray& table, std::span<const uint8_t> rows);
+absl::Status CheckStepRows(const DecodeSteps& steps, size_t step, const RowArray& table,
+                           std::span<const uint8_t> rows);
 
 }  // namespace engram::bench
 

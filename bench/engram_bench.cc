@@ -129,7 +129,8 @@ absl::StatusOr<std::vector<int>> ParseInts(const std::string& flag, const std::s
 }
 
 absl::StatusOr<std::vector<TablePlan>> Plan(const TableSpec& tokens) {
-  ASSIGN_OR_RETURN(std::vector<int> qd, ParseInts("disk_queue_depths", absl::GetFlag(FLAGS_disk_queue_depths)));
+  ASSIGN_OR_RETURN(std::vector<int> qd,
+                   ParseInts("disk_queue_depths", absl::GetFlag(FLAGS_disk_queue_depths)));
   if (std::find(qd.begin(), qd.end(), kHeadlineQueueDepth) == qd.end()) {
     qd.push_back(kHeadlineQueueDepth);  // the target's ceiling
   }
@@ -281,7 +282,8 @@ absl::Status RunTable(const BenchEnv& env, const TablePlan& plan, const RoundLim
   raw_round.duration = limits.duration / std::max(1, limits.rounds);
   const std::function<absl::Status()> raw_reads = [&]() -> absl::Status {
     for (size_t k = 0; k < raw.size(); ++k) {
-      ASSIGN_OR_RETURN(Measurement m, MeasureRawDisk(plan.label, d.sst_files, plan.queue_depths[k], raw_round));
+      ASSIGN_OR_RETURN(Measurement m,
+                       MeasureRawDisk(plan.label, d.sst_files, plan.queue_depths[k], raw_round));
       if (raw[k].system.empty()) {
         raw[k] = std::move(m);
       } else {
@@ -309,8 +311,9 @@ absl::Status RunTable(const BenchEnv& env, const TablePlan& plan, const RoundLim
                    plan.label.c_str(), stream.name().c_str(), connections,
                    connections == 1 ? "" : "s", chosen.size(),
                    with_raw ? " and the raw O_DIRECT reads" : "");
-      ASSIGN_OR_RETURN(std::vector<Measurement> m, MeasureSystems(
-          plan.label, chosen, stream, connections, d.rows, limits, with_raw ? raw_reads : nullptr));
+      ASSIGN_OR_RETURN(std::vector<Measurement> m,
+                       MeasureSystems(plan.label, chosen, stream, connections, d.rows, limits,
+                                      with_raw ? raw_reads : nullptr));
       report->rows.insert(report->rows.end(), m.begin(), m.end());
     }
   }

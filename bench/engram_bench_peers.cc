@@ -231,7 +231,8 @@ class TcpSystem : public BenchSystem {
     };
     auto state = std::make_shared<State>();
     for (int k = 0; k < connections; ++k) {
-      ASSIGN_OR_RETURN(std::unique_ptr<TcpRowClient> c, TcpRowClient::Connect(servers_[static_cast<size_t>(k)]->port()));
+      ASSIGN_OR_RETURN(std::unique_ptr<TcpRowClient> c,
+                       TcpRowClient::Connect(servers_[static_cast<size_t>(k)]->port()));
       state->clients.push_back(std::move(c));
     }
     state->layers.resize(static_cast<size_t>(connections));
@@ -373,7 +374,7 @@ absl::StatusOr<std::unique_ptr<BenchSystem>> StartRedis(const RedisServerOptions
   for (size_t l = 0; l < layer_rows.size(); ++l) {
     if (absl::Status s =
             loader->LoadLayer(static_cast<uint32_t>(l), rows.row(static_cast<uint32_t>(l), 0),
-                                 layer_rows[l], rows.row_bytes());
+                              layer_rows[l], rows.row_bytes());
         !s.ok()) {
       return s;
     }

@@ -146,8 +146,7 @@ absl::Status Check(const BenchEnv& base) {
         if (connections > 1 && !system->networked()) continue;
         if (each.wide && !check_wide) continue;
         int batches = 0;
-        if (absl::Status s = CheckSystem(*system, stream, connections, d.rows, &batches);
-            !s.ok()) {
+        if (absl::Status s = CheckSystem(*system, stream, connections, d.rows, &batches); !s.ok()) {
           return absl::Status(s.code(), absl::StrCat(system->name(), ", ", stream.name(), ", ",
                                                      connections, " connection(s): ", s.message()));
         }

@@ -194,23 +194,22 @@ class RocksDbSystem : public BenchSystem {
     state->unique_rows.resize(stream.ids_per_step() * rb);
     state->out.resize(stream.ids_per_step() * rb);
     RowStore* store = store_.get();
-    return FetchStep(
-        [state, store, &stream, rb](size_t step) -> absl::StatusOr<RowPieces> {
-          state->refs.clear();
-          state->layer_rows.clear();
-          uint8_t* dst = state->unique_rows.data();
-          for (int l = 0; l < stream.n_layers(); ++l) {
-            state->layer_rows.push_back(dst);
-            for (uint64_t row : stream.unique(step, l)) {
-              state->refs.push_back({static_cast<uint32_t>(l), row, dst});
-              dst += rb;
-            }
-          }
-          RETURN_IF_ERROR(store->ReadRows(state->refs));
-          ScatterRows(stream, step, state->layer_rows, rb, state->out.data());
-          state->piece = std::span<const uint8_t>(state->out);
-          return RowPieces(&state->piece, 1);
-        });
+    return FetchStep([state, store, &stream, rb](size_t step) -> absl::StatusOr<RowPieces> {
+      state->refs.clear();
+      state->layer_rows.clear();
+      uint8_t* dst = state->unique_rows.data();
+      for (int l = 0; l < stream.n_layers(); ++l) {
+        state->layer_rows.push_back(dst);
+        for (uint64_t row : stream.unique(step, l)) {
+          state->refs.push_back({static_cast<uint32_t>(l), row, dst});
+          dst += rb;
+        }
+      }
+      RETURN_IF_ERROR(store->ReadRows(state->refs));
+      ScatterRows(stream, step, state->layer_rows, rb, state->out.data());
+      state->piece = std::span<const uint8_t>(state->out);
+      return RowPieces(&state->piece, 1);
+    });
   }
 
   absl::StatusOr<SystemCounters> Counters() const override { return SystemCounters{}; }
@@ -231,22 +230,21 @@ class MemorySystem : public BenchSystem {
     auto out = std::make_shared<std::vector<uint8_t>>(stream.ids_per_step() * rb);
     auto piece = std::make_shared<std::span<const uint8_t>>(*out);
     const RowArray* rows = &rows_;
-    return FetchStep(
-        [out, piece, rows, &stream, rb](size_t step) -> absl::StatusOr<RowPieces> {
-          const size_t L = static_cast<size_t>(stream.n_layers());
-          const size_t C = static_cast<size_t>(stream.n_cols());
-          const size_t positions = stream.ids_per_layer() / C;
-          std::span<const RowId> ids = stream.ids(step);
-          uint8_t* dst = out->data();
-          for (size_t l = 0; l < L; ++l) {
-            for (size_t p = 0; p < positions; ++p) {
-              for (size_t c = 0; c < C; ++c, dst += rb) {
-                std::memcpy(dst, rows->row(static_cast<uint32_t>(l), ids[(p * L + l) * C + c]), rb);
-              }
-            }
+    return FetchStep([out, piece, rows, &stream, rb](size_t step) -> absl::StatusOr<RowPieces> {
+      const size_t L = static_cast<size_t>(stream.n_layers());
+      const size_t C = static_cast<size_t>(stream.n_cols());
+      const size_t positions = stream.ids_per_layer() / C;
+      std::span<const RowId> ids = stream.ids(step);
+      uint8_t* dst = out->data();
+      for (size_t l = 0; l < L; ++l) {
+        for (size_t p = 0; p < positions; ++p) {
+          for (size_t c = 0; c < C; ++c, dst += rb) {
+            std::memcpy(dst, rows->row(static_cast<uint32_t>(l), ids[(p * L + l) * C + c]), rb);
           }
-          return RowPieces(piece.get(), 1);
-        });
+        }
+      }
+      return RowPieces(piece.get(), 1);
+    });
   }
 
   absl::StatusOr<SystemCounters> Counters() const override { return SystemCounters{}; }

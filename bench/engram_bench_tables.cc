@@ -29,7 +29,8 @@ absl::StatusOr<std::unique_ptr<BenchData>> PrepareBenchData(const BenchEnv& env,
   ASSIGN_OR_RETURN(std::vector<std::string> one, PrepareShards(d->workload, 1, TailFormat::kBlock));
   d->one_shard = std::move(one);
   if (spec.three_shards) {
-    ASSIGN_OR_RETURN(std::vector<std::string> three, PrepareShards(d->workload, 3, TailFormat::kBlock));
+    ASSIGN_OR_RETURN(std::vector<std::string> three,
+                     PrepareShards(d->workload, 3, TailFormat::kBlock));
     d->three_shards = std::move(three);
   }
 

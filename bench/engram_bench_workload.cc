@@ -64,16 +64,16 @@ absl::StatusOr<StepStream> StepStream::Build(const TokenTrace& trace, const Ngra
   s.ids_.resize(s.n_steps_ * s.ids_per_step());
   if (decode) {
     std::vector<RowId> scratch(B * P * static_cast<size_t>(hasher.ids_per_position()));
-    RETURN_IF_ERROR(hasher.HashBatch(seqs, 0, static_cast<int64_t>(P),
-                                           s.prefill_tokens_.data(), nullptr, scratch.data()));
+    RETURN_IF_ERROR(hasher.HashBatch(seqs, 0, static_cast<int64_t>(P), s.prefill_tokens_.data(),
+                                     nullptr, scratch.data()));
   }
   for (size_t step = 0; step < s.n_steps_; ++step) {
     if (!decode) {
       for (SequenceState& st : states) st.Reset();
     }
     RETURN_IF_ERROR(hasher.HashBatch(seqs, s.start_position(step), static_cast<int64_t>(T),
-                                           s.tokens_.data() + step * B * T, nullptr,
-                                           s.ids_.data() + step * s.ids_per_step()));
+                                     s.tokens_.data() + step * B * T, nullptr,
+                                     s.ids_.data() + step * s.ids_per_step()));
   }
 
   // Each layer's distinct rows per step and every id's slot among them.

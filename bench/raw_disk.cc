@@ -40,8 +40,8 @@ absl::StatusOr<RawDiskResult> MeasureRandomReads(const RawDiskOptions& o) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
     struct stat st {};
     if (fd < 0 || ::fstat(fd, &st) != 0) {
-      absl::Status s = absl::InternalError(absl::StrCat(
-          "open ", path, " with O_DIRECT: ", std::strerror(errno)));
+      absl::Status s = absl::InternalError(
+          absl::StrCat("open ", path, " with O_DIRECT: ", std::strerror(errno)));
       if (fd >= 0) ::close(fd);
       close_all();
       return s;
@@ -71,14 +71,12 @@ absl::StatusOr<RawDiskResult> MeasureRandomReads(const RawDiskOptions& o) {
     std::mt19937_64 rng(o.seed * 1000003 + static_cast<uint64_t>(t));
     Latencies mine;
     while (!failed.load(std::memory_order_relaxed) &&
-           issued.fetch_add(1, std::memory_order_relaxed) < o.max_reads &&
-           absl::Now() < deadline) {
+           issued.fetch_add(1, std::memory_order_relaxed) < o.max_reads && absl::Now() < deadline) {
       const uint64_t block = rng() % total_blocks;
-      const size_t f = static_cast<size_t>(
-          std::upper_bound(first_block.begin(), first_block.end(), block) -
-          first_block.begin() - 1);
-      const off_t offset =
-          static_cast<off_t>((block - first_block[f]) * o.block_bytes);
+      const size_t f =
+          static_cast<size_t>(std::upper_bound(first_block.begin(), first_block.end(), block) -
+                              first_block.begin() - 1);
+      const off_t offset = static_cast<off_t>((block - first_block[f]) * o.block_bytes);
       const absl::Time begin = absl::Now();
       const ssize_t n = ::pread(files[f].fd, buf, o.block_bytes, offset);
       if (n != static_cast<ssize_t>(o.block_bytes)) {

@@ -18,7 +18,7 @@ namespace engram::bench {
 struct RawDiskOptions {
   std::vector<std::string> files;  // read in proportion to their sizes
   int threads = 32;
-  uint32_t block_bytes = 4096;     // read size and alignment
+  uint32_t block_bytes = 4096;  // read size and alignment
   absl::Duration duration = absl::Seconds(5);
   uint64_t max_reads = uint64_t{1} << 40;  // all threads together
   uint64_t seed = 1;
@@ -28,9 +28,7 @@ struct RawDiskResult {
   uint64_t reads = 0;
   double seconds = 0;
   Latencies latency_us;  // per read
-  double reads_per_second() const {
-    return seconds > 0 ? static_cast<double>(reads) / seconds : 0;
-  }
+  double reads_per_second() const { return seconds > 0 ? static_cast<double>(reads) / seconds : 0; }
 };
 
 // Runs the reads until the duration or the read count is used up. Errors:

@@ -3,14 +3,12 @@
 //
 //   shard_store_probe DIR [rows] [reads] [page-cache]
 //
-// Default mode (O_DIRECT): for each variant (the shipped options, then one choice changed at a time)
-// it writes `rows` 264-byte synthetic rows with SstFileWriter, ingests them,
-// reopens the DB read-only with O_DIRECT reads and no page cache help, and
-// does `reads` random point lookups. Prints file and index sizes, the table
-// readers' and block cache's memory, and per lookup: blocks read and their
-// bytes (PerfContext), file bytes requested (IOStatsContext), bytes fetched
-// from the device (/proc/self/io read_bytes, which sees O_DIRECT rounding)
-// and latency.
+// Default mode (O_DIRECT): for each variant (the shipped options, then one choice changed at a
+// time) it writes `rows` 264-byte synthetic rows with SstFileWriter, ingests them, reopens the DB
+// read-only with O_DIRECT reads and no page cache help, and does `reads` random point lookups.
+// Prints file and index sizes, the table readers' and block cache's memory, and per lookup: blocks
+// read and their bytes (PerfContext), file bytes requested (IOStatsContext), bytes fetched from the
+// device (/proc/self/io read_bytes, which sees O_DIRECT rounding) and latency.
 //
 // page-cache mode: the question of a tail that the page cache holds. For
 // each table format (the block tail's tables read through mmap, a smaller
@@ -29,9 +27,10 @@
 #include <string>
 #include <vector>
 
+#include "common/file_util.h"
 #include "common/table_gen.h"
-#include "rocksdb/db.h"
 #include "rocksdb/cache.h"
+#include "rocksdb/db.h"
 #include "rocksdb/filter_policy.h"
 #include "rocksdb/iostats_context.h"
 #include "rocksdb/perf_context.h"
@@ -39,7 +38,6 @@
 #include "rocksdb/sst_file_writer.h"
 #include "rocksdb/table.h"
 #include "rocksdb/table_properties.h"
-#include "common/file_util.h"
 #include "shard/shard_format.h"
 
 namespace engram {
@@ -188,25 +186,25 @@ bool Probe(const Variant& v, const std::string& dir, uint64_t rows, int reads) {
     char k[kShardKeyBytes];
     EncodeShardKey(ShardKey(0, rng() % rows), k);
     value.Reset();
-    if (!Check(db->Get(ro, db->DefaultColumnFamily(), rocksdb::Slice(k, 8), &value),
-               "get") ||
+    if (!Check(db->Get(ro, db->DefaultColumnFamily(), rocksdb::Slice(k, 8), &value), "get") ||
         value.size() != kRowBytes) {
       return false;
     }
   }
   const double us =
-      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
-          .count() / reads;
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() /
+      reads;
   const double storage = 1.0 * (StorageReadBytes() - storage_before) / reads;
   db->GetIntProperty("rocksdb.block-cache-usage", &cache_mem);
   const rocksdb::PerfContext* pc = rocksdb::get_perf_context();
   const rocksdb::IOStatsContext* io = rocksdb::get_iostats_context();
-  std::printf("| %-36s | %7.1f | %5.0f | %6.2f | %6.2f | %7.2f | %7.2f | %5.2f | %7.0f | %7.0f | %7.0f | %5.1f |\n",
-              v.name, sst_bytes / 1048576.0, 1.0 * sst_bytes / rows,
-              index_size / 1048576.0, filter_size / 1048576.0,
-              readers_mem / 1048576.0, cache_mem / 1048576.0,
-              1.0 * pc->block_read_count / reads, 1.0 * pc->block_read_byte / reads,
-              1.0 * io->bytes_read / reads, storage, us);
+  std::printf(
+      "| %-36s | %7.1f | %5.0f | %6.2f | %6.2f | %7.2f | %7.2f | %5.2f | %7.0f | %7.0f | %7.0f | "
+      "%5.1f |\n",
+      v.name, sst_bytes / 1048576.0, 1.0 * sst_bytes / rows, index_size / 1048576.0,
+      filter_size / 1048576.0, readers_mem / 1048576.0, cache_mem / 1048576.0,
+      1.0 * pc->block_read_count / reads, 1.0 * pc->block_read_byte / reads,
+      1.0 * io->bytes_read / reads, storage, us);
   db.reset();
   return RemoveTree(dir).ok();
 }
@@ -281,8 +279,8 @@ bool ProbePageCache(const Format& f, const std::string& dir, uint64_t rows, int 
       EncodeShardKey(ShardKey(0, ids[i]), &key_bytes[i * kShardKeyBytes]);
       keys[i] = rocksdb::Slice(&key_bytes[i * kShardKeyBytes], kShardKeyBytes);
     }
-    db->MultiGet(ro, db->DefaultColumnFamily(), kBatch, keys.data(), values.data(),
-                 statuses.data(), /*sorted_input=*/true);
+    db->MultiGet(ro, db->DefaultColumnFamily(), kBatch, keys.data(), values.data(), statuses.data(),
+                 /*sorted_input=*/true);
     bool ok = true;
     for (size_t i = 0; i < kBatch; ++i) {
       ok = ok && Check(statuses[i], "multiget") && values[i].size() == kRowBytes;
@@ -329,9 +327,10 @@ int main(int argc, char** argv) {
   const uint64_t rows = argc > 2 ? std::stoull(argv[2]) : 1000000;
   const int reads = argc > 3 ? std::stoi(argv[3]) : 20000;
   if (page_cache) {
-    std::printf("%llu rows of 264 bytes, %d random rows in sorted MultiGets of 16, "
-                "mmap, every page resident\n",
-                static_cast<unsigned long long>(rows), reads);
+    std::printf(
+        "%llu rows of 264 bytes, %d random rows in sorted MultiGets of 16, "
+        "mmap, every page resident\n",
+        static_cast<unsigned long long>(rows), reads);
     std::printf("| %-40s | %7s | %6s |\n", "format", "SST MiB", "us/row");
     for (const engram::Format& f : engram::kFormats) {
       if (!engram::ProbePageCache(f, dir + "/probe-db", rows, reads)) return 1;
@@ -341,8 +340,8 @@ int main(int argc, char** argv) {
   std::printf("%llu rows of 264 bytes, %d random point reads, O_DIRECT, cold\n",
               static_cast<unsigned long long>(rows), reads);
   std::printf("| %-36s | %7s | %5s | %6s | %6s | %7s | %7s | %5s | %7s | %7s | %7s | %5s |\n",
-              "variant", "SST MiB", "B/row", "idx MiB", "flt MiB", "rdr MiB",
-              "bc MiB", "blk/rd", "blkB/rd", "ioB/rd", "devB/rd", "us/rd");
+              "variant", "SST MiB", "B/row", "idx MiB", "flt MiB", "rdr MiB", "bc MiB", "blk/rd",
+              "blkB/rd", "ioB/rd", "devB/rd", "us/rd");
   for (const engram::Variant& v : engram::kVariants) {
     if (!engram::Probe(v, dir + "/probe-db", rows, reads)) return 1;
   }

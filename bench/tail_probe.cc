@@ -35,8 +35,8 @@ struct Timing {
 
 // Reads `requests` batches of rows drawn from `rng` into `out` (the last
 // batch's bytes are left there). False on a read error.
-bool Time(RowStore& store, size_t n, int requests, std::chrono::microseconds gap,
-          uint64_t seed, std::vector<uint8_t>* out, double* p50_us) {
+bool Time(RowStore& store, size_t n, int requests, std::chrono::microseconds gap, uint64_t seed,
+          std::vector<uint8_t>* out, double* p50_us) {
   const ShardMap& map = store.shard_map();
   const uint32_t rb = map.row_bytes[0];
   const uint64_t owned = map.RowsOnShard(0, store.shard_index());
@@ -66,23 +66,23 @@ bool Time(RowStore& store, size_t n, int requests, std::chrono::microseconds gap
 int Run(const std::string& dir, size_t n, int requests) {
   std::vector<std::vector<uint8_t>> last;  // per access path: cold run's last batch
   std::printf("%zu random rows of layer 0 per ReadRows call, p50 of %d calls\n", n, requests);
-  std::printf("| %-34s | %7s | %12s | %12s | %12s | %12s |\n", "access", "open ms",
-              "warm us/call", "warm us/row", "cold us/call", "cold us/row");
+  std::printf("| %-34s | %7s | %12s | %12s | %12s | %12s |\n", "access", "open ms", "warm us/call",
+              "warm us/row", "cold us/call", "cold us/row");
   for (bool map : {true, false}) {
     RowStoreOptions o;
     o.map_cuckoo_tail = map;
     const auto open_start = std::chrono::steady_clock::now();
     absl::StatusOr<std::unique_ptr<RowStore>> store = RowStore::Open(dir, o);
-    const double open_ms = std::chrono::duration<double, std::milli>(
-                               std::chrono::steady_clock::now() - open_start)
-                               .count();
+    const double open_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - open_start)
+            .count();
     if (!store.ok()) {
       std::fprintf(stderr, "shard_tail_probe: %s\n", store.status().ToString().c_str());
       return 1;
     }
     if (map && !(*store)->tail_mapped()) {
-      std::fprintf(stderr, "shard_tail_probe: %s is not a mappable cuckoo tail: %s\n",
-                   dir.c_str(), (*store)->tail_access().c_str());
+      std::fprintf(stderr, "shard_tail_probe: %s is not a mappable cuckoo tail: %s\n", dir.c_str(),
+                   (*store)->tail_access().c_str());
       return 1;
     }
     Timing t;
@@ -93,9 +93,8 @@ int Run(const std::string& dir, size_t n, int requests) {
     }
     last.push_back(std::move(bytes));
     std::printf("| %-34s | %7.0f | %12.0f | %12.3f | %12.0f | %12.3f |\n",
-                map ? "mapped table files" : (*store)->tail_access().c_str(), open_ms,
-                t.warm_us, t.warm_us / static_cast<double>(n), t.cold_us,
-                t.cold_us / static_cast<double>(n));
+                map ? "mapped table files" : (*store)->tail_access().c_str(), open_ms, t.warm_us,
+                t.warm_us / static_cast<double>(n), t.cold_us, t.cold_us / static_cast<double>(n));
   }
   if (last[0] != last[1]) {
     std::fprintf(stderr, "shard_tail_probe: the two access paths read different bytes\n");

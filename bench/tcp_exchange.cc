@@ -32,11 +32,10 @@ sockaddr_in Loopback(int port) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<TcpRowServer>> TcpRowServer::Start(
-    TcpRowServerOptions options) {
+absl::StatusOr<std::unique_ptr<TcpRowServer>> TcpRowServer::Start(TcpRowServerOptions options) {
   if (options.rows == nullptr || options.row_bytes == 0 ||
-      options.layer_base.size() != options.layer_rows.size() ||
-      options.layer_base.empty() || options.layer_base.size() > kMaxLayers) {
+      options.layer_base.size() != options.layer_rows.size() || options.layer_base.empty() ||
+      options.layer_base.size() > kMaxLayers) {
     return absl::InvalidArgumentError("TcpRowServerOptions: no rows or layers");
   }
   std::unique_ptr<TcpRowServer> server(new TcpRowServer(std::move(options)));
@@ -46,14 +45,12 @@ absl::StatusOr<std::unique_ptr<TcpRowServer>> TcpRowServer::Start(
   socklen_t len = sizeof(addr);
   if (::bind(server->listen_fd_, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
       ::listen(server->listen_fd_, 4) != 0 ||
-      ::getsockname(server->listen_fd_, reinterpret_cast<sockaddr*>(&addr),
-                    &len) != 0) {
+      ::getsockname(server->listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
     return ErrnoStatus("listen on 127.0.0.1");
   }
   server->port_ = ntohs(addr.sin_port);
   server->thread_ = std::thread([s = server.get()] { s->Serve(); });
-  if (pthread_getcpuclockid(server->thread_.native_handle(),
-                            &server->cpu_clock_) != 0) {
+  if (pthread_getcpuclockid(server->thread_.native_handle(), &server->cpu_clock_) != 0) {
     server->cpu_clock_ = CLOCK_PROCESS_CPUTIME_ID;
   }
   return server;
@@ -76,8 +73,7 @@ TcpRowServerStats TcpRowServer::stats() const {
   stats.handler_seconds = 1e-9 * static_cast<double>(handler_nanos_.load());
   timespec ts{};
   clock_gettime(cpu_clock_, &ts);
-  stats.cpu_seconds =
-      static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+  stats.cpu_seconds = static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
   return stats;
 }
 
@@ -110,8 +106,8 @@ void TcpRowServer::ServeConnection(int fd) {
   std::vector<uint8_t> out;
   for (;;) {
     uint32_t header_layers = 0;
-    if (!ReadFull(fd, &header_layers, sizeof(header_layers)) ||
-        header_layers == 0 || header_layers > n_layers) {
+    if (!ReadFull(fd, &header_layers, sizeof(header_layers)) || header_layers == 0 ||
+        header_layers > n_layers) {
       return;
     }
     counts.resize(header_layers);
@@ -139,8 +135,7 @@ void TcpRowServer::ServeConnection(int fd) {
       id += counts[l];
       dst += size_t{counts[l]} * row_bytes;
     }
-    handler_nanos_.fetch_add(
-        static_cast<uint64_t>(absl::ToInt64Nanoseconds(absl::Now() - start)));
+    handler_nanos_.fetch_add(static_cast<uint64_t>(absl::ToInt64Nanoseconds(absl::Now() - start)));
     requests_.fetch_add(1);
     struct iovec iov = {out.data(), out.size()};
     if (!WriteFull(fd, &iov, 1)) return;
@@ -162,9 +157,8 @@ absl::StatusOr<std::unique_ptr<TcpRowClient>> TcpRowClient::Connect(int port) {
 
 TcpRowClient::~TcpRowClient() { ::close(fd_); }
 
-absl::Status TcpRowClient::Exchange(
-    std::span<const std::span<const uint64_t>> layers,
-    std::span<uint8_t> rows_out) {
+absl::Status TcpRowClient::Exchange(std::span<const std::span<const uint64_t>> layers,
+                                    std::span<uint8_t> rows_out) {
   if (layers.empty() || layers.size() > kMaxLayers) {
     return absl::InvalidArgumentError("1..64 layers per exchange");
   }
@@ -174,8 +168,7 @@ absl::Status TcpRowClient::Exchange(
   iov[0] = {header, (1 + layers.size()) * sizeof(uint32_t)};
   for (size_t l = 0; l < layers.size(); ++l) {
     header[1 + l] = static_cast<uint32_t>(layers[l].size());
-    iov[1 + l] = {const_cast<uint64_t*>(layers[l].data()),
-                  layers[l].size() * sizeof(uint64_t)};
+    iov[1 + l] = {const_cast<uint64_t*>(layers[l].data()), layers[l].size() * sizeof(uint64_t)};
   }
   if (!WriteFull(fd_, iov, static_cast<int>(1 + layers.size()))) {
     return ErrnoStatus("send ids");

@@ -50,8 +50,7 @@ struct TcpRowServerStats {
 // sockets and joins the thread.
 class TcpRowServer {
  public:
-  static absl::StatusOr<std::unique_ptr<TcpRowServer>> Start(
-      TcpRowServerOptions options);
+  static absl::StatusOr<std::unique_ptr<TcpRowServer>> Start(TcpRowServerOptions options);
   ~TcpRowServer();
   TcpRowServer(const TcpRowServer&) = delete;
   TcpRowServer& operator=(const TcpRowServer&) = delete;
@@ -60,8 +59,7 @@ class TcpRowServer {
   TcpRowServerStats stats() const;
 
  private:
-  explicit TcpRowServer(TcpRowServerOptions options)
-      : options_(std::move(options)) {}
+  explicit TcpRowServer(TcpRowServerOptions options) : options_(std::move(options)) {}
   void Serve();
   // Serves requests on `fd` until the peer closes it or sends a bad header.
   void ServeConnection(int fd);

@@ -1,6 +1,6 @@
+#include "client/client_metrics.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "client/client_metrics.h"
 
 #include <string>
 

@@ -33,8 +33,8 @@ class ClientMetrics {
   metrics::Registry::CollectCallbackId callback_ = 0;
   absl::Mutex mu_;  // Refresh() runs on scrape threads
   ClientStats last_ ABSL_GUARDED_BY(mu_);
-  metrics::Counter *steps_, *ids_, *unique_, *local_, *fetched_, *bytes_in_,
-      *bytes_out_, *rpcs_, *retries_, *hedges_, *failed_, *stream_;
+  metrics::Counter *steps_, *ids_, *unique_, *local_, *fetched_, *bytes_in_, *bytes_out_, *rpcs_,
+      *retries_, *hedges_, *failed_, *stream_;
   std::vector<metrics::Counter*> shard_seconds_, shard_rpcs_;
 };
 

@@ -9,15 +9,12 @@
 #include "client/local_cache.h"
 #include "client/step_state.h"
 #include "common/fast_mod.h"
+#include "common/shard_map.h"
 #include "common/status_macros.h"
 #include "common/table.h"
 #include "proto/wire.h"
-#include "common/shard_map.h"
 
 namespace engram {
-
-
-
 
 namespace {
 
@@ -27,12 +24,10 @@ constexpr uint32_t kLocal = 0x80000000u;  // unique_pos flag: local cache row
 // many rows (smaller ones cost more in per-call overhead than they gain).
 constexpr size_t kMinRowsPerSplit = 1024;
 
-absl::StatusOr<ShardMap> ShardMapFor(const TableManifest& manifest,
-                                     const ClientOptions& options) {
+absl::StatusOr<ShardMap> ShardMapFor(const TableManifest& manifest, const ClientOptions& options) {
   if (!options.shard_map_path.empty()) return ShardMap::Load(options.shard_map_path);
   if (options.shard_addresses.empty()) {
-    return absl::InvalidArgumentError(
-        "give the client a shard map or one address list per shard");
+    return absl::InvalidArgumentError("give the client a shard map or one address list per shard");
   }
   ShardMap map;
   map.table = manifest.table;
@@ -47,9 +42,9 @@ absl::StatusOr<ShardMap> ShardMapFor(const TableManifest& manifest,
 }
 
 // Decodes the response of `chunk`'s RPC in place (Chunk::MapRows).
-absl::Status DecodeChunk(const grpc::ByteBuffer& resp, uint64_t want,
-                         StepState::Chunk* chunk) {
-  ASSIGN_OR_RETURN(uint64_t v, wire::LocateLookupResponseRows(resp, chunk->rows_bytes(), &chunk->rows));
+absl::Status DecodeChunk(const grpc::ByteBuffer& resp, uint64_t want, StepState::Chunk* chunk) {
+  ASSIGN_OR_RETURN(uint64_t v,
+                   wire::LocateLookupResponseRows(resp, chunk->rows_bytes(), &chunk->rows));
   if (v != want) {
     return absl::InternalError(
         absl::StrCat("answered with table version ", v, ", asked for ", want));
@@ -110,8 +105,8 @@ absl::Status ClientOptions::Validate() const {
     return absl::InvalidArgumentError("max_rows_per_rpc must be positive");
   }
   if (channels_per_replica < 1 || channels_per_replica > 64) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "channels_per_replica = ", channels_per_replica, " is not in 1..64"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("channels_per_replica = ", channels_per_replica, " is not in 1..64"));
   }
   if (hedge_delay < absl::ZeroDuration() || min_hedge_delay < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("hedge_delay and min_hedge_delay must not be negative");
@@ -120,27 +115,26 @@ absl::Status ClientOptions::Validate() const {
     return absl::InvalidArgumentError("max_reconnect_backoff must be positive");
   }
   if (!http2_bdp_probe && http2_window_bytes < (64u << 10)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "http2_window_bytes is ", http2_window_bytes,
-        "; with http2_bdp_probe off it must be at least 65536 (HTTP/2's default)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("http2_window_bytes is ", http2_window_bytes,
+                     "; with http2_bdp_probe off it must be at least 65536 (HTTP/2's default)"));
   }
   if (sequence_capacity < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "sequence_capacity = ", sequence_capacity, " is not positive"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("sequence_capacity = ", sequence_capacity, " is not positive"));
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<EngramClient>> EngramClient::Create(
-    ClientOptions options) {
+absl::StatusOr<std::unique_ptr<EngramClient>> EngramClient::Create(ClientOptions options) {
   RETURN_IF_ERROR(options.Validate());
   auto impl = std::make_unique<Impl>();
   ASSIGN_OR_RETURN(TableManifest manifest, TableManifest::Load(options.table_dir));
   ASSIGN_OR_RETURN(ShardMap map, ShardMapFor(manifest, options));
   if (map.table != manifest.table) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "shard map ", options.shard_map_path, " is for table '", map.table,
-        "', the manifest in ", options.table_dir, " for '", manifest.table, "'"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("shard map ", options.shard_map_path, " is for table '", map.table,
+                     "', the manifest in ", options.table_dir, " for '", manifest.table, "'"));
   }
   if (map.layer_rows.size() != manifest.layers.size()) {
     return absl::FailedPreconditionError("shard map and manifest disagree on the layers");
@@ -148,16 +142,16 @@ absl::StatusOr<std::unique_ptr<EngramClient>> EngramClient::Create(
   for (size_t l = 0; l < manifest.layers.size(); ++l) {
     if (map.layer_rows[l] != manifest.layers[l].rows ||
         map.row_bytes[l] != static_cast<uint32_t>(manifest.layers[l].row_bytes)) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "shard map and manifest disagree on layer ", l, "'s rows or row bytes"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("shard map and manifest disagree on layer ", l, "'s rows or row bytes"));
     }
   }
   std::vector<std::vector<std::string>> addrs =
       options.shard_addresses.empty() ? map.replicas : options.shard_addresses;
   if (addrs.size() != map.n_shards) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the table has ", map.n_shards, " shards but ", addrs.size(),
-        " shard address lists were given (one per shard, replicas separated by '|')"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the table has ", map.n_shards, " shards but ", addrs.size(),
+                     " shard address lists were given (one per shard, replicas separated by '|')"));
   }
   for (size_t s = 0; s < addrs.size(); ++s) {
     if (addrs[s].empty()) {
@@ -192,8 +186,8 @@ absl::StatusOr<std::unique_ptr<EngramClient>> EngramClient::Create(
   auto client = std::unique_ptr<EngramClient>(new EngramClient(std::move(impl)));
   if (c.options.metrics_registry != nullptr) {
     EngramClient* self = client.get();
-    client->impl_->metrics = std::make_unique<ClientMetrics>(
-        c.options.metrics_registry, c.n_shards, [self] { return self->stats(); });
+    client->impl_->metrics = std::make_unique<ClientMetrics>(c.options.metrics_registry, c.n_shards,
+                                                             [self] { return self->stats(); });
   }
   if (client->impl_->options.local_cache_bytes > 0) {
     ASSIGN_OR_RETURN(std::unique_ptr<LocalCache> cache, LocalCache::Build(*client));
@@ -209,17 +203,16 @@ const HashLayout& EngramClient::layout() const { return impl_->hasher->layout();
 int EngramClient::n_layers() const { return impl_->n_layers; }
 int EngramClient::n_cols() const { return impl_->n_cols; }
 int EngramClient::n_shards() const { return impl_->n_shards; }
-int EngramClient::row_bytes(int layer) const {
-  return impl_->manifest.layers[layer].row_bytes;
-}
-int EngramClient::head_dim(int layer) const {
-  return impl_->manifest.layers[layer].head_dim;
-}
+int EngramClient::row_bytes(int layer) const { return impl_->manifest.layers[layer].row_bytes; }
+int EngramClient::head_dim(int layer) const { return impl_->manifest.layers[layer].head_dim; }
 size_t EngramClient::OutputRowBytes(int layer, RowFormat format) const {
   switch (format) {
-    case RowFormat::kRaw: return static_cast<size_t>(row_bytes(layer));
-    case RowFormat::kF32: return static_cast<size_t>(head_dim(layer)) * 4;
-    case RowFormat::kBf16: return static_cast<size_t>(head_dim(layer)) * 2;
+    case RowFormat::kRaw:
+      return static_cast<size_t>(row_bytes(layer));
+    case RowFormat::kF32:
+      return static_cast<size_t>(head_dim(layer)) * 4;
+    case RowFormat::kBf16:
+      return static_cast<size_t>(head_dim(layer)) * 2;
   }
   return 0;
 }
@@ -263,8 +256,8 @@ void EngramClient::Impl::Dedup(StepState& st, int layer) {
   // so each is prefetched a few ids ahead.
   ly.layer_ids.resize(n);
   for (size_t p = 0; p < bt; ++p) {
-    std::memcpy(&ly.layer_ids[p * C], &st.ids[(p * static_cast<size_t>(n_layers) +
-                                               static_cast<size_t>(layer)) * C],
+    std::memcpy(&ly.layer_ids[p * C],
+                &st.ids[(p * static_cast<size_t>(n_layers) + static_cast<size_t>(layer)) * C],
                 C * sizeof(RowId));
   }
   ly.seen.Reset(n);
@@ -354,9 +347,9 @@ void EngramClient::Impl::SendLayers(StepState& st, int first, int last) {
           const size_t end = ly.shard_start[s + 1];
           if (at < end) {
             const size_t n = std::min<size_t>(end - at, limit - rows);
-            chunk->pieces.push_back(
-                {layer, n, static_cast<size_t>(manifest.layers[layer].row_bytes),
-                 ly.fetched_src.data() + at});
+            chunk->pieces.push_back({layer, n,
+                                     static_cast<size_t>(manifest.layers[layer].row_bytes),
+                                     ly.fetched_src.data() + at});
             request.push_back({static_cast<uint32_t>(layer),
                                std::span<const uint64_t>(ly.grouped.data() + at, n)});
             rows += n;
@@ -374,9 +367,7 @@ void EngramClient::Impl::SendLayers(StepState& st, int first, int last) {
         const uint64_t want = version;
         auto rpc = std::make_unique<ShardRpc>(
             channels.get(), &counters, &latency, s, std::move(slice),
-            [chunk, want](const grpc::ByteBuffer& resp) {
-              return DecodeChunk(resp, want, chunk);
-            },
+            [chunk, want](const grpc::ByteBuffer& resp) { return DecodeChunk(resp, want, chunk); },
             [stp, chunk](const absl::Status& status) { stp->OnRpcDone(*chunk, status); },
             [stp] { stp->OnRpcQuiet(); });
         ++st.not_quiet;
@@ -405,8 +396,8 @@ void EngramClient::Impl::Advance(StepState& st, int wanted) {
       if (st.releasing || st.next_to_send >= st.deduped) return;
       if (options.pipeline_layers) {
         const bool previous_in =
-            st.next_to_send == 0 || (st.layers[st.next_to_send - 1].sent &&
-                                     st.layers[st.next_to_send - 1].pending == 0);
+            st.next_to_send == 0 ||
+            (st.layers[st.next_to_send - 1].sent && st.layers[st.next_to_send - 1].pending == 0);
         if (st.next_to_send > wanted && !previous_in) return;
       }
       layer = st.next_to_send++;  // claimed: no other thread sends it
@@ -415,8 +406,7 @@ void EngramClient::Impl::Advance(StepState& st, int wanted) {
   }
 }
 
-absl::StatusOr<Step> EngramClient::Impl::FetchRows(
-    const std::vector<std::vector<uint64_t>>& rows) {
+absl::StatusOr<Step> EngramClient::Impl::FetchRows(const std::vector<std::vector<uint64_t>>& rows) {
   std::unique_ptr<StepState> st = TakeState();
   st->batch = 0;
   st->tokens = 0;
@@ -439,8 +429,7 @@ absl::StatusOr<Step> EngramClient::Impl::FetchRows(
   return Step(this, std::move(st));
 }
 
-std::vector<const uint8_t*> EngramClient::Impl::UniqueRowSources(Step& step,
-                                                                int layer) {
+std::vector<const uint8_t*> EngramClient::Impl::UniqueRowSources(Step& step, int layer) {
   StepState::Layer& ly = step.state_->layers[layer];
   std::vector<const uint8_t*> out(ly.unique_rows.size());
   for (size_t k = 0; k < out.size(); ++k) {
@@ -462,12 +451,11 @@ absl::StatusOr<Step> EngramClient::Prefetch(const StepInput& in) {
   }
   if (in.start_positions.size() != in.sequences.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "start_positions has ", in.start_positions.size(), " entries for ", B,
-        " sequences"));
+        "start_positions has ", in.start_positions.size(), " entries for ", B, " sequences"));
   }
   if (static_cast<int64_t>(in.token_ids.size()) != B * T) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "token_ids has ", in.token_ids.size(), " ids, expected B*T = ", B * T));
+    return absl::InvalidArgumentError(
+        absl::StrCat("token_ids has ", in.token_ids.size(), " ids, expected B*T = ", B * T));
   }
   if (!in.mask.empty() && in.mask.size() != in.token_ids.size()) {
     return absl::InvalidArgumentError("mask must be empty or one entry per token id");
@@ -489,26 +477,25 @@ absl::StatusOr<Step> EngramClient::Prefetch(const StepInput& in) {
     if (sp < 0 || sp > seq.length() || sp + T > seq.capacity()) {
       c.ReturnState(std::move(st));
       return absl::InvalidArgumentError(absl::StrCat(
-          "sequence ", b, ": start position ", sp, " with ", T,
-          " tokens does not fit (it holds ", seq.length(), " of ",
-          seq.capacity(), " positions)"));
+          "sequence ", b, ": start position ", sp, " with ", T, " tokens does not fit (it holds ",
+          seq.length(), " of ", seq.capacity(), " positions)"));
     }
     for (int64_t t = 0; t < T; ++t) {
       const int64_t id = in.token_ids[b * T + t];
       if (id < 0 || id >= c.hasher->layout().vocab_size) {
         c.ReturnState(std::move(st));
-        return absl::InvalidArgumentError(absl::StrCat(
-            "sequence ", b, ": token id ", id, " is outside the vocabulary [0, ",
-            c.hasher->layout().vocab_size, ")"));
+        return absl::InvalidArgumentError(absl::StrCat("sequence ", b, ": token id ", id,
+                                                       " is outside the vocabulary [0, ",
+                                                       c.hasher->layout().vocab_size, ")"));
       }
     }
   }
   for (int64_t b = 0; b < B; ++b) {
     std::span<const uint8_t> m;
     if (!in.mask.empty()) m = in.mask.subspan(b * T, T);
-    absl::Status s = c.hasher->Hash(in.sequences[b]->state_, in.start_positions[b],
-                                    in.token_ids.subspan(b * T, T), m,
-                                    st->ids.data() + b * per_seq);
+    absl::Status s =
+        c.hasher->Hash(in.sequences[b]->state_, in.start_positions[b],
+                       in.token_ids.subspan(b * T, T), m, st->ids.data() + b * per_seq);
     if (!s.ok()) {  // unreachable after the checks above
       c.ReturnState(std::move(st));
       return s;
@@ -550,9 +537,8 @@ void EngramClient::Impl::Resolve(StepState& st, int layer) {
   for (size_t i = 0; i < ly.id_unique.size(); ++i) {
     const uint32_t k = ly.id_unique[i];
     const uint32_t pos = ly.unique_pos[k];
-    ly.src[i] = pos == kLocal
-                    ? local_cache->Find(static_cast<uint32_t>(layer), ly.unique_rows[k])
-                    : ly.fetched_src[pos];
+    ly.src[i] = pos == kLocal ? local_cache->Find(static_cast<uint32_t>(layer), ly.unique_rows[k])
+                              : ly.fetched_src[pos];
   }
   ly.resolved = true;
 }

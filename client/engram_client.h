@@ -146,24 +146,24 @@ struct StepInput {
   std::span<Sequence* const> sequences;
   std::span<const int64_t> start_positions;  // one per sequence
   int64_t tokens_per_sequence = 1;
-  std::span<const int64_t> token_ids;        // [B][T]
-  std::span<const uint8_t> mask;             // empty, or [B][T]; 0 = image
+  std::span<const int64_t> token_ids;  // [B][T]
+  std::span<const uint8_t> mask;       // empty, or [B][T]; 0 = image
 };
 
 // Counters of one client since Create. All monotonic.
 struct ClientStats {
   uint64_t steps = 0;
-  uint64_t ids = 0;            // row ids hashed (B * T * layers * cols)
-  uint64_t unique_rows = 0;    // after de-duplication
-  uint64_t local_hits = 0;     // unique rows served by the local cache
-  uint64_t rows_fetched = 0;   // unique rows received from shards
-  uint64_t bytes_received = 0; // response bytes (Lookup messages, unframed)
-  uint64_t bytes_sent = 0;     // request bytes (Lookup messages, unframed)
+  uint64_t ids = 0;             // row ids hashed (B * T * layers * cols)
+  uint64_t unique_rows = 0;     // after de-duplication
+  uint64_t local_hits = 0;      // unique rows served by the local cache
+  uint64_t rows_fetched = 0;    // unique rows received from shards
+  uint64_t bytes_received = 0;  // response bytes (Lookup messages, unframed)
+  uint64_t bytes_sent = 0;      // request bytes (Lookup messages, unframed)
   uint64_t rpcs = 0;
-  uint64_t stream_answers = 0; // attempts answered over a row stream (rest: gRPC)
-  uint64_t retries = 0;        // attempts on another replica after a failure
-  uint64_t hedges = 0;         // hedged attempts sent
-  uint64_t failed_rpcs = 0;    // RPCs no replica answered
+  uint64_t stream_answers = 0;  // attempts answered over a row stream (rest: gRPC)
+  uint64_t retries = 0;         // attempts on another replica after a failure
+  uint64_t hedges = 0;          // hedged attempts sent
+  uint64_t failed_rpcs = 0;     // RPCs no replica answered
   std::vector<double> shard_latency_sum_seconds;  // per shard, successful RPCs
   std::vector<uint64_t> shard_rpcs;               // per shard, successful RPCs
 };
@@ -202,8 +202,7 @@ class EngramClient {
   //   UNAVAILABLE, DEADLINE_EXCEEDED, ...
   //                       filling the local cache failed: the failed RPC's
   //                       status, naming the shard.
-  static absl::StatusOr<std::unique_ptr<EngramClient>> Create(
-      ClientOptions options);
+  static absl::StatusOr<std::unique_ptr<EngramClient>> Create(ClientOptions options);
   ~EngramClient();
 
   const HashLayout& layout() const;

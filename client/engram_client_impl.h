@@ -13,8 +13,8 @@
 #include "client/local_cache.h"
 #include "client/shard_channels.h"
 #include "client/step_state.h"
-#include "common/table.h"
 #include "common/shard_map.h"
+#include "common/table.h"
 
 namespace engram {
 
@@ -30,8 +30,7 @@ struct EngramClient::Impl {
   uint64_t version = 0;
   int n_layers = 0, n_cols = 0, n_shards = 0;
 
-  std::atomic<uint64_t> steps{0}, ids{0}, unique_rows{0}, local_hits{0},
-      rows_fetched{0};
+  std::atomic<uint64_t> steps{0}, ids{0}, unique_rows{0}, local_hits{0}, rows_fetched{0};
   absl::Mutex stats_mu;
   std::vector<double> shard_latency_sum ABSL_GUARDED_BY(stats_mu);
   std::vector<uint64_t> shard_rpcs ABSL_GUARDED_BY(stats_mu);

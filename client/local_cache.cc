@@ -14,20 +14,20 @@ absl::StatusOr<std::unique_ptr<LocalCache>> LocalCache::Build(EngramClient& clie
   EngramClient::Impl& c = *client.impl_;
   const ClientOptions& o = c.options;
   if (o.local_cache_profiles.size() != static_cast<size_t>(c.n_shards)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "local_cache_bytes needs one hot-row profile per shard (", c.n_shards,
-        "), got ", o.local_cache_profiles.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("local_cache_bytes needs one hot-row profile per shard (", c.n_shards,
+                     "), got ", o.local_cache_profiles.size()));
   }
   std::vector<HotProfileEntry> all;
   for (int s = 0; s < c.n_shards; ++s) {
-    ASSIGN_OR_RETURN(std::vector<HotProfileEntry> p, ReadHotProfile(
-        o.local_cache_profiles[s], c.shard_map, static_cast<uint32_t>(s)));
+    ASSIGN_OR_RETURN(
+        std::vector<HotProfileEntry> p,
+        ReadHotProfile(o.local_cache_profiles[s], c.shard_map, static_cast<uint32_t>(s)));
     all.insert(all.end(), p.begin(), p.end());
   }
-  std::stable_sort(all.begin(), all.end(),
-                   [](const HotProfileEntry& a, const HotProfileEntry& b) {
-                     return a.count > b.count;
-                   });
+  std::stable_sort(all.begin(), all.end(), [](const HotProfileEntry& a, const HotProfileEntry& b) {
+    return a.count > b.count;
+  });
   // Take the hottest rows that fit.
   std::vector<std::vector<uint64_t>> rows(static_cast<size_t>(c.n_layers));
   uint64_t used = 0;
@@ -51,8 +51,7 @@ absl::StatusOr<std::unique_ptr<LocalCache>> LocalCache::Build(EngramClient& clie
   uint64_t off = 0;
   for (int l = 0; l < c.n_layers; ++l) {
     if (absl::Status s = step.WaitArrived(l); !s.ok()) {
-      return absl::Status(s.code(),
-                          absl::StrCat("filling the local cache: ", s.message()));
+      return absl::Status(s.code(), absl::StrCat("filling the local cache: ", s.message()));
     }
     const size_t rb = static_cast<size_t>(client.row_bytes(l));
     const std::vector<const uint8_t*> src = c.UniqueRowSources(step, l);

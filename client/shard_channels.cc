@@ -53,9 +53,8 @@ absl::Duration LatencyWindow::P95() const {
   return absl::Nanoseconds(v[std::min(k, v.size() - 1)]);
 }
 
-ShardChannels::ShardChannels(
-    const std::vector<std::vector<std::string>>& addresses,
-    const ChannelOptions& options)
+ShardChannels::ShardChannels(const std::vector<std::vector<std::string>>& addresses,
+                             const ChannelOptions& options)
     : addresses_(addresses) {
   replicas_.resize(addresses.size());
   const int per_replica = std::max(1, options.channels_per_replica);
@@ -69,8 +68,7 @@ ShardChannels::ShardChannels(
         args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 50);
         args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 50);
         args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
-                    static_cast<int>(absl::ToInt64Milliseconds(
-                        options.max_reconnect_backoff)));
+                    static_cast<int>(absl::ToInt64Milliseconds(options.max_reconnect_backoff)));
         // Each channel its own TCP connection.
         args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
         args.SetInt("engram.channel_index", c);
@@ -108,8 +106,7 @@ ShardChannels::~ShardChannels() {
 }
 
 std::string ShardChannels::Describe(int shard) const {
-  return absl::StrCat("shard ", shard, " (", absl::StrJoin(addresses_[shard], "|"),
-                      ")");
+  return absl::StrCat("shard ", shard, " (", absl::StrJoin(addresses_[shard], "|"), ")");
 }
 
 int ShardChannels::NextChannel(int shard, int replica) {
@@ -118,9 +115,9 @@ int ShardChannels::NextChannel(int shard, int replica) {
   return static_cast<int>(i % r.stubs.size());
 }
 
-ShardRpc::ShardRpc(ShardChannels* channels, RpcCounters* counters,
-                   LatencyWindow* latency, int shard, grpc::Slice request,
-                   DecodeFn decode, DoneFn on_done, QuietFn on_quiet)
+ShardRpc::ShardRpc(ShardChannels* channels, RpcCounters* counters, LatencyWindow* latency,
+                   int shard, grpc::Slice request, DecodeFn decode, DoneFn on_done,
+                   QuietFn on_quiet)
     : channels_(channels),
       counters_(counters),
       latency_window_(latency),
@@ -162,8 +159,7 @@ void ShardRpc::Start(const RpcPolicy& policy, int first_replica) {
   counters_->rpcs.fetch_add(1, std::memory_order_relaxed);
   counters_->bytes_sent.fetch_add(request_.Length(), std::memory_order_relaxed);
   if (arm) {
-    alarm_.Set(channels_->cq(), absl::ToChronoTime(absl::Now() + policy.hedge_delay),
-               &hedge_tag_);
+    alarm_.Set(channels_->cq(), absl::ToChronoTime(absl::Now() + policy.hedge_delay), &hedge_tag_);
   }
   Launch(a);
 }
@@ -203,15 +199,13 @@ void ShardRpc::OnAttemptDone(Attempt* a, const absl::Status& status) {
         if (d.ok()) {
           done_ = finish = true;
           latency_ = took;
-          counters_->bytes_received.fetch_add(a->response.Length(),
-                                              std::memory_order_relaxed);
+          counters_->bytes_received.fetch_add(a->response.Length(), std::memory_order_relaxed);
         } else {
-          last_error_ = absl::InternalError(
-              absl::StrCat(addr, ": malformed response: ", d.message()));
+          last_error_ =
+              absl::InternalError(absl::StrCat(addr, ": malformed response: ", d.message()));
         }
       } else {
-        last_error_ =
-            absl::Status(status.code(), absl::StrCat(addr, ": ", status.message()));
+        last_error_ = absl::Status(status.code(), absl::StrCat(addr, ": ", status.message()));
       }
       if (!done_) {
         if (!cancelled_ && outstanding_ == 0 && Retryable(last_error_.code())) {
@@ -239,13 +233,11 @@ void ShardRpc::OnAttemptDone(Attempt* a, const absl::Status& status) {
       const bool deadline = result.code() == absl::StatusCode::kDeadlineExceeded;
       const absl::StatusCode code =
           Retryable(result.code())
-              ? (deadline ? absl::StatusCode::kDeadlineExceeded
-                          : absl::StatusCode::kUnavailable)
+              ? (deadline ? absl::StatusCode::kDeadlineExceeded : absl::StatusCode::kUnavailable)
               : result.code();
       result = absl::Status(
           code, absl::StrCat(channels_->Describe(shard_),
-                             Retryable(result.code()) ? ": no replica answered; last: "
-                                                      : ": ",
+                             Retryable(result.code()) ? ": no replica answered; last: " : ": ",
                              result.message()));
     }
     on_done_(result);

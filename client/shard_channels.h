@@ -15,14 +15,14 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/time/time.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "client/stream_connection.h"
 #include "grpcpp/alarm.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/completion_queue.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/support/byte_buffer.h"
-#include "client/stream_connection.h"
 
 namespace engram {
 
@@ -84,12 +84,8 @@ class ShardChannels {
   ~ShardChannels();
 
   int n_shards() const { return static_cast<int>(replicas_.size()); }
-  int n_replicas(int shard) const {
-    return static_cast<int>(replicas_[shard].size());
-  }
-  const std::string& address(int shard, int replica) const {
-    return addresses_[shard][replica];
-  }
+  int n_replicas(int shard) const { return static_cast<int>(replicas_[shard].size()); }
+  const std::string& address(int shard, int replica) const { return addresses_[shard][replica]; }
   // "a|b|c": the shard's replicas, for error messages.
   std::string Describe(int shard) const;
   // The replica's next channel index, round-robin.
@@ -137,9 +133,8 @@ class ShardRpc {
   using DoneFn = std::function<void(const absl::Status&)>;
   using QuietFn = std::function<void()>;
 
-  ShardRpc(ShardChannels* channels, RpcCounters* counters,
-           LatencyWindow* latency, int shard, grpc::Slice request,
-           DecodeFn decode, DoneFn on_done, QuietFn on_quiet);
+  ShardRpc(ShardChannels* channels, RpcCounters* counters, LatencyWindow* latency, int shard,
+           grpc::Slice request, DecodeFn decode, DoneFn on_done, QuietFn on_quiet);
   ~ShardRpc();
 
   // Sends the first attempt (replica `first_replica`, then the others in

@@ -90,9 +90,9 @@ absl::Status Step::Wait(int layer, RowFormat format, std::span<uint8_t> out) {
                      : format == RowFormat::kF32 ? static_cast<size_t>(info.head_dim) * 4
                                                  : static_cast<size_t>(info.head_dim) * 2;
   if (out.size() != n * orb) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "output buffer has ", out.size(), " bytes; layer ", layer, " needs ", n,
-        " rows of ", orb, " bytes"));
+    return absl::InvalidArgumentError(absl::StrCat("output buffer has ", out.size(),
+                                                   " bytes; layer ", layer, " needs ", n,
+                                                   " rows of ", orb, " bytes"));
   }
   if (!ly.resolved) client_->Resolve(st, layer);
   uint8_t* o = out.data();

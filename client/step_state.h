@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "absl/synchronization/mutex.h"
-#include "common/engram_hash.h"
 #include "client/shard_channels.h"
+#include "common/engram_hash.h"
 #include "common/key_index.h"
 #include "proto/wire.h"
 
@@ -113,7 +113,7 @@ struct StepState {
   int64_t batch = 0;
   int64_t tokens = 0;
   uint64_t unique_rows = 0;
-  absl::Time prefetched;  // when Prefetch sent the first RPC
+  absl::Time prefetched;   // when Prefetch sent the first RPC
   std::vector<RowId> ids;  // [B][T][L][C]
   std::vector<Layer> layers;
   std::vector<std::unique_ptr<ShardRpc>> rpcs;
@@ -126,10 +126,10 @@ struct StepState {
   // Guards the progress below and each Layer's sent, pending, status and
   // arrived (a nested struct's fields cannot name it in an annotation).
   absl::Mutex mu;
-  absl::CondVar cv;  // signalled whenever pending or not_quiet drops
-  int not_quiet ABSL_GUARDED_BY(mu) = 0;     // RPCs that may still call back
-  int next_to_send ABSL_GUARDED_BY(mu) = 0;  // layers [0, next_to_send) have been sent
-  int deduped ABSL_GUARDED_BY(mu) = 0;       // layers [0, deduped) are ready to send
+  absl::CondVar cv;                            // signalled whenever pending or not_quiet drops
+  int not_quiet ABSL_GUARDED_BY(mu) = 0;       // RPCs that may still call back
+  int next_to_send ABSL_GUARDED_BY(mu) = 0;    // layers [0, next_to_send) have been sent
+  int deduped ABSL_GUARDED_BY(mu) = 0;         // layers [0, deduped) are ready to send
   bool releasing ABSL_GUARDED_BY(mu) = false;  // the Step is being destroyed: send nothing more
   // Sends the layers that are due (EngramClient::Impl::Advance); set once.
   std::function<void(StepState&, int)> advance;

@@ -37,8 +37,8 @@ TEST(StepStateChunk, MapRowsFindsEveryRowWhereverTheSpansAreCut) {
     std::sort(cuts.begin(), cuts.end());
     cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
     for (size_t k = 0; k + 1 < cuts.size(); ++k) {
-      chunk.rows.spans.emplace_back(
-          reinterpret_cast<const uint8_t*>(bytes.data()) + cuts[k], cuts[k + 1] - cuts[k]);
+      chunk.rows.spans.emplace_back(reinterpret_cast<const uint8_t*>(bytes.data()) + cuts[k],
+                                    cuts[k + 1] - cuts[k]);
     }
     chunk.MapRows();
     for (size_t j = 0; j < n0; ++j) {

@@ -55,7 +55,11 @@ uint8_t* StreamBufferPool::Data(Buffer* b) { return b->data.get(); }
 
 grpc::Slice StreamBufferPool::ToSlice(Buffer* b, size_t bytes) {
   return grpc::Slice(
-      b->data.get(), bytes, [](void* user) { auto* buf = static_cast<Buffer*>(user); buf->pool->Put(buf); },
+      b->data.get(), bytes,
+      [](void* user) {
+        auto* buf = static_cast<Buffer*>(user);
+        buf->pool->Put(buf);
+      },
       b);
 }
 
@@ -88,8 +92,7 @@ absl::Status StreamError(absl::string_view why) {
 
 }  // namespace
 
-StreamConnection::StreamConnection(StreamConnectionOptions options)
-    : options_(std::move(options)) {
+StreamConnection::StreamConnection(StreamConnectionOptions options) : options_(std::move(options)) {
   wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   int port = 0;
   if (!SplitHostPort(options_.address, &host_, &port).ok() || wake_fd_ < 0) {
@@ -213,8 +216,7 @@ std::vector<StreamCall*> StreamConnection::TakeExpiredLocked(absl::Time now) {
 
 void StreamConnection::FailExpired(const std::vector<StreamCall*>& calls) {
   for (StreamCall* call : calls) {
-    call->StreamDone(absl::DeadlineExceededError("row stream: no answer by the deadline"),
-                     nullptr);
+    call->StreamDone(absl::DeadlineExceededError("row stream: no answer by the deadline"), nullptr);
   }
 }
 
@@ -318,9 +320,8 @@ absl::StatusOr<int> StreamConnection::Connect(bool* grpc_answered) {
 
 void StreamConnection::Run() {
   absl::Duration backoff = options_.min_backoff;
-  auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return state_ == State::kStopping;
-  };
+  auto stopping = [this]()
+                      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return state_ == State::kStopping; };
   for (;;) {
     bool grpc_answered = false;
     absl::StatusOr<int> fd = Connect(&grpc_answered);
@@ -401,9 +402,9 @@ absl::Status StreamConnection::ReadLoop(int fd) {
       const absl::Time now = absl::Now();
       poll_until_ = now + kMaxPoll;
       for (const Outstanding& o : outstanding_) poll_until_ = std::min(poll_until_, o.deadline);
-      timeout_ms = static_cast<int>(std::clamp<int64_t>(
-          absl::ToInt64Milliseconds(poll_until_ - now) + 1, 0,
-          absl::ToInt64Milliseconds(kMaxPoll) + 1));
+      timeout_ms =
+          static_cast<int>(std::clamp<int64_t>(absl::ToInt64Milliseconds(poll_until_ - now) + 1, 0,
+                                               absl::ToInt64Milliseconds(kMaxPoll) + 1));
     }
     pollfd p[2] = {{fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
     if (::poll(p, 2, timeout_ms) < 0 && errno != EINTR) {
@@ -428,8 +429,7 @@ absl::Status StreamConnection::ReadLoop(int fd) {
     const stream::FrameHeader header = stream::DecodeHeader(head);
     if (header.word == 0) {
       if (header.payload_bytes > kMaxResponseBytes) {
-        return absl::InternalError(
-            absl::StrCat("a response of ", header.payload_bytes, " bytes"));
+        return absl::InternalError(absl::StrCat("a response of ", header.payload_bytes, " bytes"));
       }
       StreamBufferPool::Buffer* b = options_.buffers->Get(header.payload_bytes);
       if (!ReadFull(fd, StreamBufferPool::Data(b), header.payload_bytes, /*quick_ack=*/true)) {
@@ -463,8 +463,8 @@ absl::Status StreamConnection::ReadLoop(int fd) {
       absl::MutexLock lock(&mu_);
       call = TakeLocked(header.id);
     }
-    const absl::StatusCode code = header.word <= 16 ? static_cast<absl::StatusCode>(header.word)
-                                                    : absl::StatusCode::kUnknown;
+    const absl::StatusCode code =
+        header.word <= 16 ? static_cast<absl::StatusCode>(header.word) : absl::StatusCode::kUnknown;
     if (call != nullptr) call->StreamDone(absl::Status(code, message), nullptr);
   }
 }

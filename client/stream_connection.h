@@ -79,7 +79,7 @@ class StreamCall {
 };
 
 struct StreamConnectionOptions {
-  std::string address;                    // the replica's gRPC host:port
+  std::string address;                     // the replica's gRPC host:port
   std::shared_ptr<grpc::Channel> channel;  // the replica's, for Info
   absl::Duration connect_timeout = absl::Seconds(2);
   absl::Duration min_backoff = absl::Milliseconds(50);

@@ -9,7 +9,6 @@
 namespace engram {
 namespace {
 
-
 // floor_mod(x, d) for d > 0 from an unsigned remainder: for negative x,
 // floor_mod(x, d) = d - 1 - (~x mod d), and ~x = -x - 1 >= 0.
 template <bool kFast>
@@ -44,11 +43,10 @@ NgramHasher::NgramHasher(HashLayout layout, HasherOptions options)
   }
 }
 
-absl::StatusOr<std::unique_ptr<NgramHasher>> NgramHasher::Create(
-    HashLayout layout, HasherOptions options) {
+absl::StatusOr<std::unique_ptr<NgramHasher>> NgramHasher::Create(HashLayout layout,
+                                                                 HasherOptions options) {
   RETURN_IF_ERROR(layout.Validate());
-  return std::unique_ptr<NgramHasher>(
-      new NgramHasher(std::move(layout), options));
+  return std::unique_ptr<NgramHasher>(new NgramHasher(std::move(layout), options));
 }
 
 absl::Status NgramHasher::Check(const SequenceState& seq, int64_t start_pos,
@@ -56,19 +54,18 @@ absl::Status NgramHasher::Check(const SequenceState& seq, int64_t start_pos,
                                 std::span<const uint8_t> mask) const {
   const int64_t T = static_cast<int64_t>(input_ids.size());
   if (start_pos < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("start_pos ", start_pos, " is negative"));
+    return absl::InvalidArgumentError(absl::StrCat("start_pos ", start_pos, " is negative"));
   }
   if (start_pos > seq.length()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "start_pos ", start_pos, " is past the ", seq.length(),
-        " positions this sequence holds; hash every position in order "
-        "(start_pos 0 starts a new generation)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("start_pos ", start_pos, " is past the ", seq.length(),
+                     " positions this sequence holds; hash every position in order "
+                     "(start_pos 0 starts a new generation)"));
   }
   if (start_pos + T > seq.capacity()) {
-    return absl::OutOfRangeError(absl::StrCat(
-        "positions up to ", start_pos + T, " exceed the sequence capacity of ",
-        seq.capacity(), "; raise the capacity or start a new generation"));
+    return absl::OutOfRangeError(absl::StrCat("positions up to ", start_pos + T,
+                                              " exceed the sequence capacity of ", seq.capacity(),
+                                              "; raise the capacity or start a new generation"));
   }
   if (!mask.empty() && mask.size() != input_ids.size()) {
     return absl::InvalidArgumentError(
@@ -81,16 +78,14 @@ absl::Status NgramHasher::Check(const SequenceState& seq, int64_t start_pos,
       // still a caller bug worth reporting.
       return absl::InvalidArgumentError(
           absl::StrCat("token id ", id, " at position ", start_pos + t,
-                       " is outside the vocabulary [0, ", layout_.vocab_size,
-                       ")"));
+                       " is outside the vocabulary [0, ", layout_.vocab_size, ")"));
     }
   }
   return absl::OkStatus();
 }
 
 void NgramHasher::HashChecked(SequenceState& seq, int64_t start_pos,
-                              std::span<const int64_t> input_ids,
-                              std::span<const uint8_t> mask,
+                              std::span<const int64_t> input_ids, std::span<const uint8_t> mask,
                               RowId* out) const {
   const int64_t T = static_cast<int64_t>(input_ids.size());
   const int64_t end = start_pos + T;
@@ -114,8 +109,8 @@ void NgramHasher::HashChecked(SequenceState& seq, int64_t start_pos,
 }
 
 template <bool kFast>
-void NgramHasher::HashPositions(const int64_t* cache, int64_t start_pos,
-                                int64_t end_pos, RowId* out) const {
+void NgramHasher::HashPositions(const int64_t* cache, int64_t start_pos, int64_t end_pos,
+                                RowId* out) const {
   constexpr int kMaxN = 64;
   const int N = layout_.max_ngram_size;
   const int64_t pad = layout_.pad_id;
@@ -151,39 +146,33 @@ void NgramHasher::HashPositions(const int64_t* cache, int64_t start_pos,
 }
 
 absl::Status NgramHasher::Hash(SequenceState& seq, int64_t start_pos,
-                               std::span<const int64_t> input_ids,
-                               std::span<const uint8_t> mask,
+                               std::span<const int64_t> input_ids, std::span<const uint8_t> mask,
                                RowId* out) const {
   RETURN_IF_ERROR(Check(seq, start_pos, input_ids, mask));
   HashChecked(seq, start_pos, input_ids, mask, out);
   return absl::OkStatus();
 }
 
-absl::Status NgramHasher::HashBatch(std::span<SequenceState* const> seqs,
-                                    int64_t start_pos, int64_t T,
-                                    const int64_t* input_ids,
-                                    const uint8_t* mask, RowId* out) const {
+absl::Status NgramHasher::HashBatch(std::span<SequenceState* const> seqs, int64_t start_pos,
+                                    int64_t T, const int64_t* input_ids, const uint8_t* mask,
+                                    RowId* out) const {
   if (T < 0) return absl::InvalidArgumentError("T is negative");
   const size_t t = static_cast<size_t>(T);
   for (size_t b = 0; b < seqs.size(); ++b) {
     if (seqs[b] == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("sequence ", b, " of the batch is null"));
+      return absl::InvalidArgumentError(absl::StrCat("sequence ", b, " of the batch is null"));
     }
     std::span<const uint8_t> m;
     if (mask != nullptr) m = {mask + b * t, t};
-    if (absl::Status s = Check(*seqs[b], start_pos, {input_ids + b * t, t}, m);
-        !s.ok()) {
-      return absl::Status(s.code(),
-                          absl::StrCat("batch row ", b, ": ", s.message()));
+    if (absl::Status s = Check(*seqs[b], start_pos, {input_ids + b * t, t}, m); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("batch row ", b, ": ", s.message()));
     }
   }
   const size_t per_seq = t * static_cast<size_t>(ids_per_position());
   for (size_t b = 0; b < seqs.size(); ++b) {
     std::span<const uint8_t> m;
     if (mask != nullptr) m = {mask + b * t, t};
-    HashChecked(*seqs[b], start_pos, {input_ids + b * t, t}, m,
-                out + b * per_seq);
+    HashChecked(*seqs[b], start_pos, {input_ids + b * t, t}, m, out + b * per_seq);
   }
   return absl::OkStatus();
 }

@@ -29,8 +29,7 @@ class SequenceState {
  public:
   static constexpr int64_t kDefaultCapacity = 65536;  // as the reference allocates
 
-  explicit SequenceState(int64_t capacity = kDefaultCapacity)
-      : capacity_(capacity) {}
+  explicit SequenceState(int64_t capacity = kDefaultCapacity) : capacity_(capacity) {}
 
   // Positions currently held (the next decode step starts here).
   int64_t length() const { return length_; }
@@ -60,8 +59,8 @@ struct HasherOptions {
 class NgramHasher {
  public:
   // REQUIRES: nothing; the layout is validated here.
-  static absl::StatusOr<std::unique_ptr<NgramHasher>> Create(
-      HashLayout layout, HasherOptions options = {});
+  static absl::StatusOr<std::unique_ptr<NgramHasher>> Create(HashLayout layout,
+                                                             HasherOptions options = {});
 
   const HashLayout& layout() const { return layout_; }
   int n_layers() const { return n_layers_; }
@@ -76,18 +75,15 @@ class NgramHasher {
   // entry per id, 0 = masked (image) position. Writes
   // [T][n_layers][n_cols] row ids (each within its layer's table) to out.
   // On error neither `seq` nor `out` is changed.
-  absl::Status Hash(SequenceState& seq, int64_t start_pos,
-                    std::span<const int64_t> input_ids,
+  absl::Status Hash(SequenceState& seq, int64_t start_pos, std::span<const int64_t> input_ids,
                     std::span<const uint8_t> mask, RowId* out) const;
 
   // The same for a batch of B sequences that share start_pos: input_ids and
   // mask (nullptr = all text) are [B][T] row-major; out is
   // [B][T][n_layers][n_cols]. Validates the whole batch before touching any
   // state, so a bad batch changes nothing.
-  absl::Status HashBatch(std::span<SequenceState* const> seqs,
-                         int64_t start_pos, int64_t T,
-                         const int64_t* input_ids, const uint8_t* mask,
-                         RowId* out) const;
+  absl::Status HashBatch(std::span<SequenceState* const> seqs, int64_t start_pos, int64_t T,
+                         const int64_t* input_ids, const uint8_t* mask, RowId* out) const;
 
  private:
   struct Column {
@@ -97,14 +93,11 @@ class NgramHasher {
 
   NgramHasher(HashLayout layout, HasherOptions options);
   absl::Status Check(const SequenceState& seq, int64_t start_pos,
-                     std::span<const int64_t> input_ids,
-                     std::span<const uint8_t> mask) const;
-  void HashChecked(SequenceState& seq, int64_t start_pos,
-                   std::span<const int64_t> input_ids,
+                     std::span<const int64_t> input_ids, std::span<const uint8_t> mask) const;
+  void HashChecked(SequenceState& seq, int64_t start_pos, std::span<const int64_t> input_ids,
                    std::span<const uint8_t> mask, RowId* out) const;
   template <bool kFast>
-  void HashPositions(const int64_t* cache, int64_t start_pos, int64_t end_pos,
-                     RowId* out) const;
+  void HashPositions(const int64_t* cache, int64_t start_pos, int64_t end_pos, RowId* out) const;
 
   HashLayout layout_;
   HasherOptions options_;

@@ -10,9 +10,7 @@
 namespace engram {
 namespace {
 
-std::string Golden(const std::string& name) {
-  return std::string(ENGRAM_GOLDEN_DIR) + "/" + name;
-}
+std::string Golden(const std::string& name) { return std::string(ENGRAM_GOLDEN_DIR) + "/" + name; }
 
 TEST(HashGolden, EveryGoldenFileMatches) {
   int files = 0;
@@ -96,11 +94,12 @@ TEST(Hash, DecodeStepsEqualOnePrefill) {
   SequenceState a, b;
   ASSERT_TRUE((*h)->Hash(a, 0, ids, mask, whole.data()).ok());
   // Prefill 37 positions, then decode one at a time.
-  ASSERT_TRUE((*h)->Hash(b, 0, std::span(ids).first(37), std::span(mask).first(37),
-                         steps.data()).ok());
+  ASSERT_TRUE(
+      (*h)->Hash(b, 0, std::span(ids).first(37), std::span(mask).first(37), steps.data()).ok());
   for (size_t p = 37; p < ids.size(); ++p) {
-    ASSERT_TRUE((*h)->Hash(b, p, std::span(ids).subspan(p, 1),
-                           std::span(mask).subspan(p, 1), steps.data() + p * per).ok());
+    ASSERT_TRUE((*h)->Hash(b, p, std::span(ids).subspan(p, 1), std::span(mask).subspan(p, 1),
+                           steps.data() + p * per)
+                    .ok());
   }
   EXPECT_EQ(whole, steps);
   EXPECT_EQ(b.length(), 200);

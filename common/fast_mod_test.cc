@@ -11,9 +11,18 @@ namespace {
 TEST(FastModulo, EqualsTheHardwareRemainder) {
   std::mt19937_64 rng(9);
   const uint64_t kMax = std::numeric_limits<uint64_t>::max();
-  std::vector<uint64_t> divisors = {1, 2, 3, 7, 1024, 99991, 16000057,
-                                    (uint64_t{1} << 32) - 5, (uint64_t{1} << 62) - 57,
-                                    kMax / 2, kMax - 1, kMax};
+  std::vector<uint64_t> divisors = {1,
+                                    2,
+                                    3,
+                                    7,
+                                    1024,
+                                    99991,
+                                    16000057,
+                                    (uint64_t{1} << 32) - 5,
+                                    (uint64_t{1} << 62) - 57,
+                                    kMax / 2,
+                                    kMax - 1,
+                                    kMax};
   for (int i = 0; i < 200; ++i) divisors.push_back(1 + rng() % (uint64_t{1} << (1 + i % 63)));
   for (uint64_t d : divisors) {
     const FastModulo m(d);

@@ -55,16 +55,13 @@ absl::Status ForEachChunk(const std::string& path, Fn fn) {
 
 absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
   std::string out;
-  RETURN_IF_ERROR(ForEachChunk(
-      path, [&](const char* data, size_t n) { out.append(data, n); }));
+  RETURN_IF_ERROR(ForEachChunk(path, [&](const char* data, size_t n) { out.append(data, n); }));
   return out;
 }
 
-absl::Status WriteFileAtomically(const std::string& path,
-                                 std::string_view contents) {
+absl::Status WriteFileAtomically(const std::string& path, std::string_view contents) {
   const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
-  const int fd =
-      ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return Errno("cannot create", tmp);
   size_t done = 0;
   while (done < contents.size()) {
@@ -103,8 +100,7 @@ absl::Status RemoveTree(const std::string& path) {
   std::error_code ec;
   std::filesystem::remove_all(path, ec);
   if (ec) {
-    return absl::InternalError(
-        absl::StrCat("cannot remove ", path, ": ", ec.message()));
+    return absl::InternalError(absl::StrCat("cannot remove ", path, ": ", ec.message()));
   }
   return absl::OkStatus();
 }
@@ -112,9 +108,8 @@ absl::Status RemoveTree(const std::string& path) {
 absl::StatusOr<uint64_t> HashFile(const std::string& path) {
   XXH3_state_t* st = XXH3_createState();
   XXH3_64bits_reset(st);
-  absl::Status s = ForEachChunk(path, [&](const char* data, size_t n) {
-    XXH3_64bits_update(st, data, n);
-  });
+  absl::Status s =
+      ForEachChunk(path, [&](const char* data, size_t n) { XXH3_64bits_update(st, data, n); });
   const uint64_t h = XXH3_64bits_digest(st);
   XXH3_freeState(st);
   if (!s.ok()) return s;

@@ -17,8 +17,7 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path);
 
 // Writes `contents` to a temporary file next to `path`, fsyncs it and renames
 // it over `path`, so readers see either the old or the new file.
-absl::Status WriteFileAtomically(const std::string& path,
-                                 std::string_view contents);
+absl::Status WriteFileAtomically(const std::string& path, std::string_view contents);
 
 // fsyncs a directory, making renames and creations inside it durable.
 absl::Status SyncDir(const std::string& dir);

@@ -41,8 +41,7 @@ constexpr std::array<float, 256> kE4m3Table = MakeE4m3Table();
 constexpr uint16_t Bf16FromBits(uint32_t u) {
   const uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
   const uint32_t quiet_nan = (u >> 16) | 0x40u;
-  return static_cast<uint16_t>((u & 0x7FFFFFFFu) > 0x7F800000u ? quiet_nan
-                                                               : rounded);
+  return static_cast<uint16_t>((u & 0x7FFFFFFFu) > 0x7F800000u ? quiet_nan : rounded);
 }
 
 inline float E8m0Scale(uint8_t e) {
@@ -107,12 +106,9 @@ uint8_t FloatToE8m0(float x) {
   return static_cast<uint8_t>(code > 254 ? 254 : code);
 }
 
-uint16_t FloatToBf16(float x) {
-  return Bf16FromBits(std::bit_cast<uint32_t>(x));
-}
+uint16_t FloatToBf16(float x) { return Bf16FromBits(std::bit_cast<uint32_t>(x)); }
 
-void DequantizeRows(const uint8_t* rows, size_t n_rows, int head_dim,
-                    int scale_block, float* out) {
+void DequantizeRows(const uint8_t* rows, size_t n_rows, int head_dim, int scale_block, float* out) {
   const int n_blocks = head_dim / scale_block;
   const size_t row_bytes = static_cast<size_t>(head_dim) + n_blocks;
   for (size_t r = 0; r < n_rows; ++r) {
@@ -143,15 +139,11 @@ namespace {
 constexpr int kFastScaleMin = 10;   // 2^-9 * 2^(10-127) = 2^-126
 constexpr int kFastScaleMax = 246;  // 448 * 2^(246-127) < 2^128
 
-inline bool IsFastScale(uint8_t e) {
-  return e >= kFastScaleMin && e <= kFastScaleMax;
-}
+inline bool IsFastScale(uint8_t e) { return e >= kFastScaleMin && e <= kFastScaleMax; }
 
 // Added to the bf16 bits of a positive e4m3 value at scale 2^0 to scale it
 // by 2^(e-127); meaningful only for a fast scale e.
-inline uint16_t Bf16ScaleOffset(uint8_t e) {
-  return static_cast<uint16_t>((e - 127) << 7);
-}
+inline uint16_t Bf16ScaleOffset(uint8_t e) { return static_cast<uint16_t>((e - 127) << 7); }
 
 // out[j] = the definition, for codes[0..n); any scale.
 void Bf16Exact(const uint8_t* codes, int n, uint8_t e, uint16_t* out) {
@@ -172,8 +164,7 @@ struct Lanes {
 // out[0..N) = the definition for codes[0..N) at a fast scale whose
 // Bf16ScaleOffset is `offset`.
 template <int N>
-[[gnu::always_inline]] inline void Bf16FastLanes(const uint8_t* codes,
-                                                 uint16_t offset,
+[[gnu::always_inline]] inline void Bf16FastLanes(const uint8_t* codes, uint16_t offset,
                                                  uint16_t* out) {
   using Words = typename Lanes<N>::Words;
   using Signed = typename Lanes<N>::Signed;
@@ -185,8 +176,7 @@ template <int N>
   // bf16(|e4m3|) - (120 << 7): c7 << 4 for a normal code (exponent field
   // 1..15 becomes 121..135); a subnormal code m * 2^-9, m = 1..7, gives
   // -256, -128, -64, 0, 32, 64, 96.
-  const Words subnormal =
-      m > 3 ? (c7 << 5) - 128 : (m > 1 ? (c7 << 6) - 256 : Words{} - 256);
+  const Words subnormal = m > 3 ? (c7 << 5) - 128 : (m > 1 ? (c7 << 6) - 256 : Words{} - 256);
   const uint16_t bias = static_cast<uint16_t>(offset + (120 << 7));
   Words v = (m > 7 ? c7 << 4 : subnormal) + bias;
   v |= (c & 0x80) << 8;
@@ -200,9 +190,9 @@ template <int N>
 // for the blocks whose scale is not fast. kBlock is scale_block when it is a
 // compile-time constant, else 0.
 template <int N, int kBlock>
-[[gnu::always_inline]] inline void DequantizeBf16LanesRows(
-    const uint8_t* rows, size_t n_rows, int head_dim, int scale_block,
-    uint16_t* out) {
+[[gnu::always_inline]] inline void DequantizeBf16LanesRows(const uint8_t* rows, size_t n_rows,
+                                                           int head_dim, int scale_block,
+                                                           uint16_t* out) {
   const int block = kBlock != 0 ? kBlock : scale_block;
   const int n_blocks = head_dim / block;
   const size_t row_bytes = static_cast<size_t>(head_dim) + n_blocks;
@@ -222,17 +212,14 @@ template <int N, int kBlock>
     if (all_fast && full == block) continue;
     for (int b = 0; b < n_blocks; ++b) {
       const int j = IsFastScale(scales[b]) ? full : 0;
-      Bf16Exact(codes + b * block + j, block - j, scales[b],
-                o + b * block + j);
+      Bf16Exact(codes + b * block + j, block - j, scales[b], o + b * block + j);
     }
   }
 }
 
 template <int N>
-[[gnu::always_inline]] inline void DequantizeBf16Lanes(const uint8_t* rows,
-                                                       size_t n_rows,
-                                                       int head_dim,
-                                                       int scale_block,
+[[gnu::always_inline]] inline void DequantizeBf16Lanes(const uint8_t* rows, size_t n_rows,
+                                                       int head_dim, int scale_block,
                                                        uint16_t* out) {
   if (scale_block == 32) {
     DequantizeBf16LanesRows<N, 32>(rows, n_rows, head_dim, 32, out);
@@ -241,16 +228,16 @@ template <int N>
   }
 }
 
-void DequantizeBf16Portable(const uint8_t* rows, size_t n_rows, int head_dim,
-                            int scale_block, uint16_t* out) {
+void DequantizeBf16Portable(const uint8_t* rows, size_t n_rows, int head_dim, int scale_block,
+                            uint16_t* out) {
   DequantizeBf16Lanes<8>(rows, n_rows, head_dim, scale_block, out);
 }
 
 #if defined(__x86_64__)
 
-__attribute__((target("avx2"))) void DequantizeBf16Avx2(
-    const uint8_t* rows, size_t n_rows, int head_dim, int scale_block,
-    uint16_t* out) {
+__attribute__((target("avx2"))) void DequantizeBf16Avx2(const uint8_t* rows, size_t n_rows,
+                                                        int head_dim, int scale_block,
+                                                        uint16_t* out) {
   DequantizeBf16Lanes<16>(rows, n_rows, head_dim, scale_block, out);
 }
 
@@ -277,17 +264,15 @@ struct Avx512Consts {
 // The bf16 of 32 codes (zero-extended to 16 bits) at a fast scale: two
 // 64-entry vpermt2w lookups of kBf16Magnitude, then the scale offset and the
 // sign on the lanes that are neither zero nor NaN.
-[[gnu::always_inline]] ENGRAM_AVX512 inline __m512i Bf16Avx512Lanes(
-    __m512i code, const Avx512Consts& k, __m512i offset) {
+[[gnu::always_inline]] ENGRAM_AVX512 inline __m512i Bf16Avx512Lanes(__m512i code,
+                                                                    const Avx512Consts& k,
+                                                                    __m512i offset) {
   const __m512i c7 = _mm512_and_si512(code, k.k7F);
   const __m512i lo = _mm512_permutex2var_epi16(k.table[0], c7, k.table[1]);
   const __m512i hi = _mm512_permutex2var_epi16(k.table[2], c7, k.table[3]);
-  const __m512i v =
-      _mm512_mask_blend_epi16(_mm512_test_epi16_mask(c7, k.k40), lo, hi);
-  const __mmask32 live =
-      _mm512_test_epi16_mask(c7, c7) & _mm512_cmpneq_epi16_mask(c7, k.k7F);
-  const __m512i sign =
-      _mm512_maskz_slli_epi16(live, _mm512_and_si512(code, k.k80), 8);
+  const __m512i v = _mm512_mask_blend_epi16(_mm512_test_epi16_mask(c7, k.k40), lo, hi);
+  const __mmask32 live = _mm512_test_epi16_mask(c7, c7) & _mm512_cmpneq_epi16_mask(c7, k.k7F);
+  const __m512i sign = _mm512_maskz_slli_epi16(live, _mm512_and_si512(code, k.k80), 8);
   return _mm512_or_si512(_mm512_mask_add_epi16(v, live, v, offset), sign);
 }
 
@@ -298,16 +283,14 @@ struct Avx512Consts {
 // keeps the call out of the hot loop.
 template <int kBlock>
 [[gnu::always_inline]] ENGRAM_AVX512 inline void DequantizeBf16Avx512Rows(
-    const uint8_t* rows, size_t n_rows, int head_dim, int scale_block,
-    uint16_t* out) {
+    const uint8_t* rows, size_t n_rows, int head_dim, int scale_block, uint16_t* out) {
   const int block = kBlock != 0 ? kBlock : scale_block;
-  const Avx512Consts k = {{_mm512_load_si512(kBf16Magnitude.v),
-                           _mm512_load_si512(kBf16Magnitude.v + 32),
-                           _mm512_load_si512(kBf16Magnitude.v + 64),
-                           _mm512_load_si512(kBf16Magnitude.v + 96)},
-                          _mm512_set1_epi16(0x7F),
-                          _mm512_set1_epi16(0x40),
-                          _mm512_set1_epi16(0x80)};
+  const Avx512Consts k = {
+      {_mm512_load_si512(kBf16Magnitude.v), _mm512_load_si512(kBf16Magnitude.v + 32),
+       _mm512_load_si512(kBf16Magnitude.v + 64), _mm512_load_si512(kBf16Magnitude.v + 96)},
+      _mm512_set1_epi16(0x7F),
+      _mm512_set1_epi16(0x40),
+      _mm512_set1_epi16(0x80)};
   const int n_blocks = head_dim / block;
   const size_t row_bytes = static_cast<size_t>(head_dim) + n_blocks;
   const int full = block & ~31;
@@ -319,20 +302,17 @@ template <int kBlock>
     bool all_fast = true;
     for (int b = 0; b < n_blocks; ++b) {
       all_fast &= IsFastScale(scales[b]);
-      const __m512i offset =
-          _mm512_set1_epi16(static_cast<int16_t>(Bf16ScaleOffset(scales[b])));
+      const __m512i offset = _mm512_set1_epi16(static_cast<int16_t>(Bf16ScaleOffset(scales[b])));
       const uint8_t* c = codes + b * block;
       uint16_t* ob = o + b * block;
       for (int j = 0; j < full; j += 32) {
-        const __m512i code = _mm512_cvtepu8_epi16(
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + j)));
+        const __m512i code =
+            _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + j)));
         _mm512_storeu_si512(ob + j, Bf16Avx512Lanes(code, k, offset));
       }
       if (tail != 0) {
-        const __m512i code =
-            _mm512_cvtepu8_epi16(_mm256_maskz_loadu_epi8(tail, c + full));
-        _mm512_mask_storeu_epi16(ob + full, tail,
-                                 Bf16Avx512Lanes(code, k, offset));
+        const __m512i code = _mm512_cvtepu8_epi16(_mm256_maskz_loadu_epi8(tail, c + full));
+        _mm512_mask_storeu_epi16(ob + full, tail, Bf16Avx512Lanes(code, k, offset));
       }
     }
     if (all_fast) continue;
@@ -343,9 +323,8 @@ template <int kBlock>
   }
 }
 
-ENGRAM_AVX512 void DequantizeBf16Avx512(const uint8_t* rows, size_t n_rows,
-                                        int head_dim, int scale_block,
-                                        uint16_t* out) {
+ENGRAM_AVX512 void DequantizeBf16Avx512(const uint8_t* rows, size_t n_rows, int head_dim,
+                                        int scale_block, uint16_t* out) {
   if (scale_block == 32) {
     DequantizeBf16Avx512Rows<32>(rows, n_rows, head_dim, 32, out);
   } else {
@@ -367,11 +346,10 @@ internal::Bf16Kernel BestBf16Kernel() {
 
 }  // namespace
 
-void DequantizeRowsBf16(const uint8_t* rows, size_t n_rows, int head_dim,
-                        int scale_block, uint16_t* out) {
+void DequantizeRowsBf16(const uint8_t* rows, size_t n_rows, int head_dim, int scale_block,
+                        uint16_t* out) {
   static const internal::Bf16Kernel kernel = BestBf16Kernel();
-  internal::DequantizeRowsBf16With(kernel, rows, n_rows, head_dim,
-                                   scale_block, out);
+  internal::DequantizeRowsBf16With(kernel, rows, n_rows, head_dim, scale_block, out);
 }
 
 namespace internal {
@@ -386,17 +364,15 @@ bool Bf16KernelSupported(Bf16Kernel kernel) {
       return __builtin_cpu_supports("avx2");
     case Bf16Kernel::kAvx512:
       __builtin_cpu_init();
-      return __builtin_cpu_supports("avx512bw") &&
-             __builtin_cpu_supports("avx512vl");
+      return __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
 #endif
     default:
       return false;
   }
 }
 
-void DequantizeRowsBf16With(Bf16Kernel kernel, const uint8_t* rows,
-                            size_t n_rows, int head_dim, int scale_block,
-                            uint16_t* out) {
+void DequantizeRowsBf16With(Bf16Kernel kernel, const uint8_t* rows, size_t n_rows, int head_dim,
+                            int scale_block, uint16_t* out) {
   switch (kernel) {
 #if defined(__x86_64__)
     case Bf16Kernel::kAvx512:
@@ -405,15 +381,13 @@ void DequantizeRowsBf16With(Bf16Kernel kernel, const uint8_t* rows,
       return DequantizeBf16Avx2(rows, n_rows, head_dim, scale_block, out);
 #endif
     default:
-      return DequantizeBf16Portable(rows, n_rows, head_dim, scale_block,
-                                    out);
+      return DequantizeBf16Portable(rows, n_rows, head_dim, scale_block, out);
   }
 }
 
 }  // namespace internal
 
-void QuantizeRow(const float* values, int head_dim, int scale_block,
-                 uint8_t* out_row) {
+void QuantizeRow(const float* values, int head_dim, int scale_block, uint8_t* out_row) {
   const int n_blocks = head_dim / scale_block;
   uint8_t* scales = out_row + head_dim;
   for (int b = 0; b < n_blocks; ++b) {

@@ -57,18 +57,17 @@ uint16_t FloatToBf16(float x);
 // Dequantises `n_rows` consecutive stored rows (each RowBytes(head_dim,
 // scale_block) bytes) into out[n_rows * head_dim] floats.
 // REQUIRES: scale_block > 0 and head_dim % scale_block == 0.
-void DequantizeRows(const uint8_t* rows, size_t n_rows, int head_dim,
-                    int scale_block, float* out);
+void DequantizeRows(const uint8_t* rows, size_t n_rows, int head_dim, int scale_block, float* out);
 
 // Same as DequantizeRows, writing bf16 bits (round-to-nearest-even from the
 // f32 product) into out[n_rows * head_dim]: bit for bit
 // FloatToBf16(E4m3ToFloat(code) * E8m0ToFloat(scale)) for every value. Uses
 // the widest SIMD kernel this CPU runs (see internal::Bf16Kernel).
-void DequantizeRowsBf16(const uint8_t* rows, size_t n_rows, int head_dim,
-                        int scale_block, uint16_t* out);
+void DequantizeRowsBf16(const uint8_t* rows, size_t n_rows, int head_dim, int scale_block,
+                        uint16_t* out);
 // Overload of DequantizeRowsBf16: a uint16_t output buffer means bf16.
-inline void DequantizeRows(const uint8_t* rows, size_t n_rows, int head_dim,
-                           int scale_block, uint16_t* out) {
+inline void DequantizeRows(const uint8_t* rows, size_t n_rows, int head_dim, int scale_block,
+                           uint16_t* out) {
   DequantizeRowsBf16(rows, n_rows, head_dim, scale_block, out);
 }
 
@@ -78,8 +77,7 @@ inline void DequantizeRows(const uint8_t* rows, size_t n_rows, int head_dim,
 // FloatToE4m3(v[j] / 2^k). An all-zero block gets scale 2^0 (code 127); a
 // block holding inf/NaN gets scale code 254.
 // REQUIRES: scale_block > 0 and head_dim % scale_block == 0.
-void QuantizeRow(const float* values, int head_dim, int scale_block,
-                 uint8_t* out_row);
+void QuantizeRow(const float* values, int head_dim, int scale_block, uint8_t* out_row);
 
 namespace internal {
 
@@ -96,9 +94,8 @@ bool Bf16KernelSupported(Bf16Kernel kernel);
 
 // DequantizeRowsBf16 with the given kernel.
 // REQUIRES: Bf16KernelSupported(kernel).
-void DequantizeRowsBf16With(Bf16Kernel kernel, const uint8_t* rows,
-                            size_t n_rows, int head_dim, int scale_block,
-                            uint16_t* out);
+void DequantizeRowsBf16With(Bf16Kernel kernel, const uint8_t* rows, size_t n_rows, int head_dim,
+                            int scale_block, uint16_t* out);
 
 }  // namespace internal
 }  // namespace engram::fp8

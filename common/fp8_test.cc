@@ -54,9 +54,8 @@ TEST(Fp8Golden, E4m3Encode) {
     const auto want = c["code"].get<uint32_t>();
     const uint8_t got = FloatToE4m3(FromBits(bits));
     if (got != want && ++failures < 20) {
-      ADD_FAILURE() << "f32 bits 0x" << std::hex << bits << " ("
-                    << FromBits(bits) << "): got 0x" << int{got} << ", want 0x"
-                    << want;
+      ADD_FAILURE() << "f32 bits 0x" << std::hex << bits << " (" << FromBits(bits) << "): got 0x"
+                    << int{got} << ", want 0x" << want;
     }
   }
   EXPECT_EQ(failures, 0);
@@ -72,9 +71,8 @@ TEST(Fp8Golden, E8m0Encode) {
     const auto want = c["code"].get<uint32_t>();
     const uint8_t got = FloatToE8m0(FromBits(bits));
     if (got != want && ++failures < 20) {
-      ADD_FAILURE() << "f32 bits 0x" << std::hex << bits << " ("
-                    << FromBits(bits) << "): got " << std::dec << int{got}
-                    << ", want " << want;
+      ADD_FAILURE() << "f32 bits 0x" << std::hex << bits << " (" << FromBits(bits) << "): got "
+                    << std::dec << int{got} << ", want " << want;
     }
   }
   EXPECT_EQ(failures, 0);
@@ -119,10 +117,9 @@ TEST(Fp8, Bf16Rounding) {
 
 // A hand-built row: head_dim 8, scale_block 4 -> 8 codes then 2 scales.
 TEST(Fp8, DequantizeHandBuiltRow) {
-  const uint8_t row[10] = {
-      0x38, 0xB8, 0x40, 0x7E,  // 1, -1, 2, 448        scale 2^-2
-      0x01, 0x00, 0x80, 0x3C,  // 2^-9, 0, -0, 1.5     scale 2^3
-      125,  130};
+  const uint8_t row[10] = {0x38, 0xB8, 0x40, 0x7E,  // 1, -1, 2, 448        scale 2^-2
+                           0x01, 0x00, 0x80, 0x3C,  // 2^-9, 0, -0, 1.5     scale 2^3
+                           125,  130};
   const float want[8] = {0.25f, -0.25f, 0.5f, 112.0f, std::ldexp(1.0f, -6),
                          0.0f,  0.0f,   12.0f};  // 0x80 -> +0
   float f32[8];
@@ -154,8 +151,8 @@ TEST(Fp8, DequantizeManyRowsMatchesScalarPath) {
   DequantizeRowsBf16(rows.data(), kRows, kHeadDim, kBlock, bf16.data());
   for (int r = 0; r < kRows; ++r) {
     for (int j = 0; j < kHeadDim; ++j) {
-      const float want = E4m3ToFloat(rows[r * rb + j]) *
-                         E8m0ToFloat(rows[r * rb + kHeadDim + j / kBlock]);
+      const float want =
+          E4m3ToFloat(rows[r * rb + j]) * E8m0ToFloat(rows[r * rb + kHeadDim + j / kBlock]);
       const float got = f32[r * kHeadDim + j];
       if (std::isnan(want)) {
         EXPECT_TRUE(std::isnan(got));
@@ -176,10 +173,9 @@ using internal::Bf16Kernel;
 
 // The kernels this CPU runs, each with a name for failure messages.
 std::vector<std::pair<Bf16Kernel, const char*>> Bf16Kernels() {
-  std::vector<std::pair<Bf16Kernel, const char*>> all = {
-      {Bf16Kernel::kPortable, "portable"},
-      {Bf16Kernel::kAvx2, "avx2"},
-      {Bf16Kernel::kAvx512, "avx512"}};
+  std::vector<std::pair<Bf16Kernel, const char*>> all = {{Bf16Kernel::kPortable, "portable"},
+                                                         {Bf16Kernel::kAvx2, "avx2"},
+                                                         {Bf16Kernel::kAvx512, "avx512"}};
   std::vector<std::pair<Bf16Kernel, const char*>> ok;
   for (const auto& k : all) {
     if (internal::Bf16KernelSupported(k.first)) ok.push_back(k);
@@ -190,15 +186,15 @@ std::vector<std::pair<Bf16Kernel, const char*>> Bf16Kernels() {
 // Dequantises `rows` with DequantizeRowsBf16 and every kernel, into an
 // output buffer starting `out_skew` elements past an aligned one, and
 // counts the values that differ from WantBf16 (reporting the first few).
-int CountBf16Mismatches(const uint8_t* rows, size_t n_rows, int head_dim,
-                        int scale_block, int out_skew) {
+int CountBf16Mismatches(const uint8_t* rows, size_t n_rows, int head_dim, int scale_block,
+                        int out_skew) {
   const size_t rb = RowBytes(head_dim, scale_block);
   const size_t n = n_rows * head_dim;
   std::vector<uint16_t> want(n);
   for (size_t r = 0; r < n_rows; ++r) {
     for (int j = 0; j < head_dim; ++j) {
-      want[r * head_dim + j] = WantBf16(
-          rows[r * rb + j], rows[r * rb + head_dim + j / scale_block]);
+      want[r * head_dim + j] =
+          WantBf16(rows[r * rb + j], rows[r * rb + head_dim + j / scale_block]);
     }
   }
   std::vector<std::pair<Bf16Kernel, const char*>> kernels = Bf16Kernels();
@@ -210,19 +206,17 @@ int CountBf16Mismatches(const uint8_t* rows, size_t n_rows, int head_dim,
     if (k + 1 == kernels.size()) {
       DequantizeRowsBf16(rows, n_rows, head_dim, scale_block, out);
     } else {
-      internal::DequantizeRowsBf16With(kernels[k].first, rows, n_rows,
-                                       head_dim, scale_block, out);
+      internal::DequantizeRowsBf16With(kernels[k].first, rows, n_rows, head_dim, scale_block, out);
     }
     for (size_t i = 0; i < n; ++i) {
       if (out[i] != want[i] && ++failures <= 10) {
         const size_t r = i / head_dim;
         const int j = static_cast<int>(i % head_dim);
-        ADD_FAILURE() << kernels[k].second << " head_dim " << head_dim
-                      << " block " << scale_block << " row " << r << " col "
-                      << j << ": code 0x" << std::hex << int{rows[r * rb + j]}
-                      << " scale 0x"
-                      << int{rows[r * rb + head_dim + j / scale_block]}
-                      << ": got 0x" << out[i] << ", want 0x" << want[i];
+        ADD_FAILURE() << kernels[k].second << " head_dim " << head_dim << " block " << scale_block
+                      << " row " << r << " col " << j << ": code 0x" << std::hex
+                      << int{rows[r * rb + j]} << " scale 0x"
+                      << int{rows[r * rb + head_dim + j / scale_block]} << ": got 0x" << out[i]
+                      << ", want 0x" << want[i];
       }
     }
     // Nothing written outside out[0, n).
@@ -250,9 +244,7 @@ TEST(Fp8Bf16, EveryCodeAtEveryScale) {
         }
       }
     }
-    EXPECT_EQ(CountBf16Mismatches(rows.data(), 256 * rows_per_scale,
-                                  head_dim, 32, 0),
-              0);
+    EXPECT_EQ(CountBf16Mismatches(rows.data(), 256 * rows_per_scale, head_dim, 32, 0), 0);
   }
 }
 
@@ -265,9 +257,9 @@ TEST(Fp8Bf16, BlockSizesRowsAndAlignment) {
   struct Shape {
     int head_dim, scale_block;
   };
-  for (const Shape& s : {Shape{256, 32}, Shape{64, 32}, Shape{64, 64},
-                         Shape{96, 48}, Shape{128, 16}, Shape{40, 8},
-                         Shape{24, 3}, Shape{7, 1}, Shape{256, 256}}) {
+  for (const Shape& s :
+       {Shape{256, 32}, Shape{64, 32}, Shape{64, 64}, Shape{96, 48}, Shape{128, 16}, Shape{40, 8},
+        Shape{24, 3}, Shape{7, 1}, Shape{256, 256}}) {
     for (size_t n_rows : {1, 3, 17}) {
       for (int skew : {0, 1}) {
         const int rb = RowBytes(s.head_dim, s.scale_block);
@@ -277,14 +269,11 @@ TEST(Fp8Bf16, BlockSizesRowsAndAlignment) {
           uint8_t* row = rows + r * rb;
           for (int j = 0; j < s.head_dim; ++j) row[j] = rng() & 0xFF;
           for (int b = 0; b < s.head_dim / s.scale_block; ++b) {
-            row[s.head_dim + b] = rng() % 3 == 0
-                                      ? edge_scales[rng() % 11]
-                                      : static_cast<uint8_t>(rng() & 0xFF);
+            row[s.head_dim + b] =
+                rng() % 3 == 0 ? edge_scales[rng() % 11] : static_cast<uint8_t>(rng() & 0xFF);
           }
         }
-        EXPECT_EQ(CountBf16Mismatches(rows, n_rows, s.head_dim,
-                                      s.scale_block, skew),
-                  0)
+        EXPECT_EQ(CountBf16Mismatches(rows, n_rows, s.head_dim, s.scale_block, skew), 0)
             << s.head_dim << "/" << s.scale_block << " rows " << n_rows;
       }
     }
@@ -297,7 +286,7 @@ TEST(Fp8Bf16, SpecialCodes) {
   EXPECT_EQ(WantBf16(0xFF, 127), 0x7FC0);  // NaN code keeps no sign
   EXPECT_EQ(WantBf16(0x7E, 254), 0x7F80);  // 448 * 2^127 overflows
   EXPECT_EQ(WantBf16(0xFE, 247), 0xFF80);
-  EXPECT_EQ(WantBf16(0x01, 0), 0x0000);    // 2^-136 rounds to 0 in bf16
+  EXPECT_EQ(WantBf16(0x01, 0), 0x0000);  // 2^-136 rounds to 0 in bf16
   for (const auto& k : Bf16Kernels()) {
     SCOPED_TRACE(k.second);
     const uint8_t row[3] = {0x01, 0x7E, 9};  // head_dim 2, one block

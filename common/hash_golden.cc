@@ -43,8 +43,7 @@ absl::StatusOr<HashGoldenResult> CheckHashGoldenFile(const std::string& path) {
     result.not_hash_golden = true;
     return result;
   }
-  if (!doc.contains("layout") || !doc.contains("calls") ||
-      !doc["calls"].is_array()) {
+  if (!doc.contains("layout") || !doc.contains("calls") || !doc["calls"].is_array()) {
     return Malformed(path, "expected members \"layout\" and \"calls\" (an array)");
   }
   absl::StatusOr<HashLayout> layout = LayoutFromJsonValue(doc["layout"]);
@@ -61,11 +60,9 @@ absl::StatusOr<HashGoldenResult> CheckHashGoldenFile(const std::string& path) {
   size_t call_index = 0;
   for (const json& call : doc["calls"]) {
     const std::string where = absl::StrCat("call ", call_index++);
-    if (!call.is_object() || !call.contains("input_ids") ||
-        !call.contains("expected") || !call.contains("start_pos") ||
-        !call["input_ids"].is_array() || call["input_ids"].empty() ||
-        !call["input_ids"][0].is_array() ||
-        !call["start_pos"].is_number_integer()) {
+    if (!call.is_object() || !call.contains("input_ids") || !call.contains("expected") ||
+        !call.contains("start_pos") || !call["input_ids"].is_array() || call["input_ids"].empty() ||
+        !call["input_ids"][0].is_array() || !call["start_pos"].is_number_integer()) {
       return Malformed(path, where + ": needs start_pos, input_ids [B][T], expected");
     }
     const json& jids = call["input_ids"];
@@ -97,9 +94,8 @@ absl::StatusOr<HashGoldenResult> CheckHashGoldenFile(const std::string& path) {
     batch.clear();
     for (size_t b = 0; b < B; ++b) batch.push_back(seqs[b].get());
     out.assign(B * T * per_pos, 0);
-    absl::Status s = h.HashBatch(batch, call["start_pos"].get<int64_t>(),
-                                 static_cast<int64_t>(T), ids.data(),
-                                 mask.data(), out.data());
+    absl::Status s = h.HashBatch(batch, call["start_pos"].get<int64_t>(), static_cast<int64_t>(T),
+                                 ids.data(), mask.data(), out.data());
     if (!s.ok()) return Malformed(path, absl::StrCat(where, ": ", s.message()));
     bool ok = true;
     for (size_t b = 0; b < B && ok; ++b) {
@@ -118,9 +114,9 @@ absl::StatusOr<HashGoldenResult> CheckHashGoldenFile(const std::string& path) {
             if (!e[l][c].is_number_integer() ||
                 e[l][c].get<int64_t>() != static_cast<int64_t>(got)) {
               ok = false;
-              result.first_mismatch = absl::StrCat(
-                  where, " b=", b, " t=", t, " layer=", l, " col=", c,
-                  ": expected ", e[l][c].dump(), ", got ", got);
+              result.first_mismatch =
+                  absl::StrCat(where, " b=", b, " t=", t, " layer=", l, " col=", c, ": expected ",
+                               e[l][c].dump(), ", got ", got);
               break;
             }
           }

@@ -35,8 +35,7 @@ bool HotProfileOrder(const HotProfileEntry& a, const HotProfileEntry& b) {
   return a.row < b.row;
 }
 
-absl::Status WriteHotProfile(const std::string& path,
-                             std::vector<HotProfileEntry> entries) {
+absl::Status WriteHotProfile(const std::string& path, std::vector<HotProfileEntry> entries) {
   std::sort(entries.begin(), entries.end(), HotProfileOrder);
   std::string buf;
   buf.reserve(kHeaderBytes + entries.size() * kEntryBytes);
@@ -51,16 +50,15 @@ absl::Status WriteHotProfile(const std::string& path,
   return WriteFileAtomically(path, buf);
 }
 
-absl::StatusOr<std::vector<HotProfileEntry>> ReadHotProfile(
-    const std::string& path, const ShardMap& map, uint32_t shard) {
+absl::StatusOr<std::vector<HotProfileEntry>> ReadHotProfile(const std::string& path,
+                                                            const ShardMap& map, uint32_t shard) {
   ASSIGN_OR_RETURN(std::string data, ReadFileToString(path));
   auto corrupt = [&](const std::string& what) {
-    return absl::DataLossError(absl::StrCat(
-        "hot profile ", path, ": ", what,
-        "; re-run engramctl import --profile-trace into a new directory"));
+    return absl::DataLossError(
+        absl::StrCat("hot profile ", path, ": ", what,
+                     "; re-run engramctl import --profile-trace into a new directory"));
   };
-  if (data.size() < kHeaderBytes ||
-      std::memcmp(data.data(), kHotProfileMagic, 4) != 0) {
+  if (data.size() < kHeaderBytes || std::memcmp(data.data(), kHotProfileMagic, 4) != 0) {
     return corrupt("not a hot profile (bad magic or too short)");
   }
   const uint32_t version = Take<uint32_t>(data.data() + 4);
@@ -70,8 +68,7 @@ absl::StatusOr<std::vector<HotProfileEntry>> ReadHotProfile(
   const uint64_t n = Take<uint64_t>(data.data() + 8);
   if (n > (data.size() - kHeaderBytes) / kEntryBytes ||
       data.size() != kHeaderBytes + n * kEntryBytes) {
-    return corrupt(absl::StrCat("header says ", n, " entries, file has ",
-                                data.size(), " bytes"));
+    return corrupt(absl::StrCat("header says ", n, " entries, file has ", data.size(), " bytes"));
   }
   std::vector<HotProfileEntry> out(n);
   for (uint64_t i = 0; i < n; ++i) {
@@ -80,8 +77,8 @@ absl::StatusOr<std::vector<HotProfileEntry>> ReadHotProfile(
     e = {Take<uint32_t>(p), Take<uint64_t>(p + 4), Take<uint64_t>(p + 12)};
     if (e.layer >= map.layer_rows.size() || e.row >= map.layer_rows[e.layer] ||
         map.ShardOf(e.row) != shard) {
-      return corrupt(absl::StrCat("entry ", i, " (layer ", e.layer, " row ",
-                                  e.row, ") is not a row of shard ", shard));
+      return corrupt(absl::StrCat("entry ", i, " (layer ", e.layer, " row ", e.row,
+                                  ") is not a row of shard ", shard));
     }
     if (i > 0 && !HotProfileOrder(out[i - 1], e)) {
       return corrupt(absl::StrCat("entry ", i, " is out of order"));

@@ -37,14 +37,13 @@ struct HotProfileEntry {
 bool HotProfileOrder(const HotProfileEntry& a, const HotProfileEntry& b);
 
 // Sorts `entries` into file order and writes them atomically.
-absl::Status WriteHotProfile(const std::string& path,
-                             std::vector<HotProfileEntry> entries);
+absl::Status WriteHotProfile(const std::string& path, std::vector<HotProfileEntry> entries);
 
 // Reads and checks a profile: magic, version, length, order, and (given a
 // map) that every row exists and belongs to `shard`. DataLoss for a
 // truncated or corrupt file.
-absl::StatusOr<std::vector<HotProfileEntry>> ReadHotProfile(
-    const std::string& path, const ShardMap& map, uint32_t shard);
+absl::StatusOr<std::vector<HotProfileEntry>> ReadHotProfile(const std::string& path,
+                                                            const ShardMap& map, uint32_t shard);
 
 }  // namespace engram
 

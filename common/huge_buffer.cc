@@ -24,8 +24,8 @@ absl::StatusOr<HugePageBuffer> HugePageBuffer::Allocate(size_t bytes) {
   void* p = mmap(nullptr, mapped + kHugePage, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "cannot map ", bytes, " bytes for rows: ", std::strerror(errno)));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot map ", bytes, " bytes for rows: ", std::strerror(errno)));
   }
   const uintptr_t start = reinterpret_cast<uintptr_t>(p);
   const uintptr_t aligned = (start + kHugePage - 1) / kHugePage * kHugePage;

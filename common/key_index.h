@@ -23,8 +23,7 @@ class KeySlotIndex {
 
   // Room for max_keys keys at load <= 0.5.
   explicit KeySlotIndex(uint64_t max_keys = 0)
-      : entries_(std::bit_ceil(std::max<uint64_t>(2 * max_keys, 2))),
-        mask_(entries_.size() - 1) {}
+      : entries_(std::bit_ceil(std::max<uint64_t>(2 * max_keys, 2))), mask_(entries_.size() - 1) {}
 
   // The key's slot, or kNoSlot.
   uint32_t Find(uint64_t key) const {

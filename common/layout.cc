@@ -28,8 +28,7 @@ absl::StatusOr<int64_t> GetInt(const json& j, const char* key) {
 }
 
 // Reads nested integer arrays of a fixed depth into vectors.
-absl::Status ToInts(const json& j, const std::string& name,
-                    std::vector<int64_t>* out) {
+absl::Status ToInts(const json& j, const std::string& name, std::vector<int64_t>* out) {
   if (!j.is_array()) return Bad(absl::StrCat(name, " must be an array"));
   out->clear();
   out->reserve(j.size());
@@ -38,9 +37,8 @@ absl::Status ToInts(const json& j, const std::string& name,
       return Bad(absl::StrCat(name, " must hold integers only"));
     }
     // Multipliers may be written as unsigned 64-bit values; keep their bits.
-    out->push_back(v.is_number_unsigned()
-                       ? static_cast<int64_t>(v.get<uint64_t>())
-                       : v.get<int64_t>());
+    out->push_back(v.is_number_unsigned() ? static_cast<int64_t>(v.get<uint64_t>())
+                                          : v.get<int64_t>());
   }
   return absl::OkStatus();
 }
@@ -70,20 +68,19 @@ absl::Status HashLayout::Validate() const {
   if (n_heads < 1) return Bad("n_heads must be at least 1");
   if (pad_id < 0) return Bad("pad_id must be >= 0");
   if (static_cast<int64_t>(token_map.size()) != vocab_size) {
-    return Bad(absl::StrCat("token_map has ", token_map.size(),
-                            " entries, vocab_size is ", vocab_size));
+    return Bad(
+        absl::StrCat("token_map has ", token_map.size(), " entries, vocab_size is ", vocab_size));
   }
   for (size_t t = 0; t < token_map.size(); ++t) {
     if (token_map[t] < 0 || token_map[t] == dead_id) {
-      return Bad(absl::StrCat("token_map[", t, "] = ", token_map[t],
-                              " is negative or equals dead_id"));
+      return Bad(
+          absl::StrCat("token_map[", t, "] = ", token_map[t], " is negative or equals dead_id"));
     }
   }
   if (pad_id == dead_id) return Bad("pad_id equals dead_id");
   auto count = [&](size_t got, size_t want, const std::string& what) {
     return got == want ? absl::OkStatus()
-                       : Bad(absl::StrCat(what, " has ", got,
-                                          " entries, expected ", want));
+                       : Bad(absl::StrCat(what, " has ", got, " entries, expected ", want));
   };
   RETURN_IF_ERROR(count(multipliers.size(), L, "multipliers"));
   RETURN_IF_ERROR(count(primes.size(), L, "primes"));
@@ -91,26 +88,22 @@ absl::Status HashLayout::Validate() const {
   RETURN_IF_ERROR(count(table_rows.size(), L, "table_rows"));
   for (int l = 0; l < L; ++l) {
     const std::string at = absl::StrCat("[", l, "]");
-    RETURN_IF_ERROR(count(multipliers[l].size(), max_ngram_size,
-                       "multipliers" + at));
+    RETURN_IF_ERROR(count(multipliers[l].size(), max_ngram_size, "multipliers" + at));
     RETURN_IF_ERROR(count(primes[l].size(), n_orders(), "primes" + at));
     RETURN_IF_ERROR(count(offsets[l].size(), n_cols(), "offsets" + at));
     if (table_rows[l] <= 0) return Bad("table_rows" + at + " must be positive");
     for (int o = 0; o < n_orders(); ++o) {
-      RETURN_IF_ERROR(count(primes[l][o].size(), n_heads,
-                         absl::StrCat("primes", at, "[", o, "]")));
+      RETURN_IF_ERROR(count(primes[l][o].size(), n_heads, absl::StrCat("primes", at, "[", o, "]")));
       for (int h = 0; h < n_heads; ++h) {
         const int64_t p = primes[l][o][h];
         const int64_t off = offsets[l][o * n_heads + h];
         if (p < 1) {
-          return Bad(absl::StrCat("primes", at, "[", o, "][", h,
-                                  "] must be >= 1"));
+          return Bad(absl::StrCat("primes", at, "[", o, "][", h, "] must be >= 1"));
         }
         if (off < 0 || off > table_rows[l] - p) {
-          return Bad(absl::StrCat("slot (layer ", l, ", order ", o + 2,
-                                  ", head ", h, ") = [", off, ", ", off + p,
-                                  ") falls outside the layer's ",
-                                  table_rows[l], " rows"));
+          return Bad(absl::StrCat("slot (layer ", l, ", order ", o + 2, ", head ", h, ") = [", off,
+                                  ", ", off + p, ") falls outside the layer's ", table_rows[l],
+                                  " rows"));
         }
       }
     }
@@ -136,14 +129,13 @@ absl::StatusOr<HashLayout> LayoutFromJsonValue(const json& j) {
     if (!(v = GetInt(j, "dead_id")).ok()) return v.status();
     out.dead_id = *v;
   }
-  for (const char* key : {"engram_layer_ids", "token_map", "multipliers",
-                          "primes", "offsets", "table_rows"}) {
+  for (const char* key :
+       {"engram_layer_ids", "token_map", "multipliers", "primes", "offsets", "table_rows"}) {
     if (Member(j, key) == nullptr) {
       return Bad(absl::StrCat("missing member \"", key, "\""));
     }
   }
-  RETURN_IF_ERROR(ToInts(j["engram_layer_ids"], "engram_layer_ids",
-                      &out.engram_layer_ids));
+  RETURN_IF_ERROR(ToInts(j["engram_layer_ids"], "engram_layer_ids", &out.engram_layer_ids));
   RETURN_IF_ERROR(ToInts(j["token_map"], "token_map", &out.token_map));
   RETURN_IF_ERROR(ToInts2(j["multipliers"], "multipliers", &out.multipliers));
   RETURN_IF_ERROR(ToInts2(j["offsets"], "offsets", &out.offsets));
@@ -152,8 +144,7 @@ absl::StatusOr<HashLayout> LayoutFromJsonValue(const json& j) {
   if (!primes.is_array()) return Bad("primes must be an array");
   out.primes.assign(primes.size(), {});
   for (size_t l = 0; l < primes.size(); ++l) {
-    RETURN_IF_ERROR(ToInts2(primes[l], absl::StrCat("primes[", l, "]"),
-                         &out.primes[l]));
+    RETURN_IF_ERROR(ToInts2(primes[l], absl::StrCat("primes[", l, "]"), &out.primes[l]));
   }
   RETURN_IF_ERROR(out.Validate());
   return out;
@@ -188,16 +179,14 @@ absl::StatusOr<HashLayout> HashLayout::FromFile(const std::string& path) {
   }
   json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": not valid JSON"));
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not valid JSON"));
   }
   if (const json* inner = j.is_object() ? Member(j, "layout") : nullptr) {
     j = *inner;
   }
   absl::StatusOr<HashLayout> out = LayoutFromJsonValue(j);
   if (!out.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": ", out.status().message()));
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", out.status().message()));
   }
   return out;
 }

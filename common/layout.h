@@ -19,26 +19,24 @@ namespace engram {
 
 // Immutable once validated; safe to share between threads for reading.
 struct HashLayout {
-  int64_t vocab_size = 0;                // token ids are 0..vocab_size-1
-  std::vector<int64_t> engram_layer_ids; // transformer layer of each Engram layer
-  int max_ngram_size = 0;                // orders 2..max_ngram_size
-  int n_heads = 0;                       // hash heads per order
+  int64_t vocab_size = 0;                 // token ids are 0..vocab_size-1
+  std::vector<int64_t> engram_layer_ids;  // transformer layer of each Engram layer
+  int max_ngram_size = 0;                 // orders 2..max_ngram_size
+  int n_heads = 0;                        // hash heads per order
   int64_t pad_id = 0;
-  int64_t dead_id = -1;                  // normalised id of a masked position
-  std::vector<int64_t> token_map;        // [vocab_size] token id -> normalised id
-  std::vector<std::vector<int64_t>> multipliers;           // [n_layers][N]
-  std::vector<std::vector<std::vector<int64_t>>> primes;   // [n_layers][N-1][H]
-  std::vector<std::vector<int64_t>> offsets;               // [n_layers][(N-1)*H]
-  std::vector<int64_t> table_rows;                          // [n_layers]
+  int64_t dead_id = -1;                                   // normalised id of a masked position
+  std::vector<int64_t> token_map;                         // [vocab_size] token id -> normalised id
+  std::vector<std::vector<int64_t>> multipliers;          // [n_layers][N]
+  std::vector<std::vector<std::vector<int64_t>>> primes;  // [n_layers][N-1][H]
+  std::vector<std::vector<int64_t>> offsets;              // [n_layers][(N-1)*H]
+  std::vector<int64_t> table_rows;                        // [n_layers]
 
   int n_layers() const { return static_cast<int>(engram_layer_ids.size()); }
   int n_orders() const { return max_ngram_size - 1; }
   // Hash columns per layer: (N-1) * H, order-major, head-minor.
   int n_cols() const { return n_orders() * n_heads; }
   // Prime (bucket count) and offset of column `col` of layer `layer`.
-  int64_t prime(int layer, int col) const {
-    return primes[layer][col / n_heads][col % n_heads];
-  }
+  int64_t prime(int layer, int col) const { return primes[layer][col / n_heads][col % n_heads]; }
 
   // Checks every invariant the hasher relies on: array shapes, token_map
   // values in range, pad_id >= 0, primes >= 1, each slot [offset, offset+prime)

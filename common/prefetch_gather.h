@@ -37,8 +37,8 @@ inline void PrefetchBytes(const uint8_t* p, size_t n) {
 // bucket); src(i) runs kGatherAhead iterations before the copy. Each of
 // hint, src and miss is called exactly once per row, in row order.
 template <typename HintFn, typename SrcFn, typename MissFn>
-void PrefetchGather(size_t n, size_t row_bytes, uint8_t* dst, HintFn&& hint,
-                    SrcFn&& src, MissFn&& miss) {
+void PrefetchGather(size_t n, size_t row_bytes, uint8_t* dst, HintFn&& hint, SrcFn&& src,
+                    MissFn&& miss) {
   constexpr size_t kRing = 2 * kGatherAhead;  // rows found, not yet copied
   static_assert((kRing & (kRing - 1)) == 0);
   const uint8_t* ring[kRing];

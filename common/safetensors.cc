@@ -55,8 +55,7 @@ const SafetensorsTensor* SafetensorsHeader::Find(std::string_view name) const {
 int SafetensorsDtypeBits(std::string_view d) {
   if (d == "F4") return 4;
   if (d == "F6_E2M3" || d == "F6_E3M2") return 6;
-  if (d == "BOOL" || d == "U8" || d == "I8" || d == "F8_E4M3" ||
-      d == "F8_E5M2" || d == "F8_E8M0") {
+  if (d == "BOOL" || d == "U8" || d == "I8" || d == "F8_E4M3" || d == "F8_E5M2" || d == "F8_E8M0") {
     return 8;
   }
   if (d == "I16" || d == "U16" || d == "F16" || d == "BF16") return 16;
@@ -65,24 +64,23 @@ int SafetensorsDtypeBits(std::string_view d) {
   return 0;
 }
 
-absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(
-    std::string_view file_prefix, uint64_t file_size,
-    std::string_view what_sv) {
+absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(std::string_view file_prefix,
+                                                         uint64_t file_size,
+                                                         std::string_view what_sv) {
   const absl::string_view what(what_sv.data(), what_sv.size());
   if (file_size < 8 || file_prefix.size() < 8) {
-    return absl::DataLossError(absl::StrCat(
-        what, ": too short for a safetensors file (", file_size, " bytes)"));
+    return absl::DataLossError(
+        absl::StrCat(what, ": too short for a safetensors file (", file_size, " bytes)"));
   }
   const uint64_t n = LoadLe64(file_prefix.data());
   if (n > kMaxSafetensorsHeaderBytes) {
-    return Invalid(what, absl::StrCat("safetensors header length ", n,
-                                      " exceeds the 100 MB limit"));
+    return Invalid(what,
+                   absl::StrCat("safetensors header length ", n, " exceeds the 100 MB limit"));
   }
   if (8 + n > file_size) {
-    return absl::DataLossError(
-        absl::StrCat(what, ": safetensors header length ", n,
-                     " runs past the end of the file (", file_size,
-                     " bytes); file truncated?"));
+    return absl::DataLossError(absl::StrCat(what, ": safetensors header length ", n,
+                                            " runs past the end of the file (", file_size,
+                                            " bytes); file truncated?"));
   }
   if (file_prefix.size() < 8 + n) {
     return Invalid(what, "header bytes not supplied");
@@ -107,15 +105,13 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(
     if (name == "__metadata__") {
       if (!v.is_object()) return Invalid(what, "__metadata__ is not an object");
       for (auto m = v.begin(); m != v.end(); ++m) {
-        h.metadata[m.key()] = m.value().is_string()
-                                  ? m.value().get<std::string>()
-                                  : m.value().dump();
+        h.metadata[m.key()] =
+            m.value().is_string() ? m.value().get<std::string>() : m.value().dump();
       }
       continue;
     }
     const std::string at = absl::StrCat("tensor ", name);
-    if (!v.is_object())
-      return Invalid(what, absl::StrCat(at, " is not an object"));
+    if (!v.is_object()) return Invalid(what, absl::StrCat(at, " is not an object"));
     SafetensorsTensor t;
     t.name = name;
     auto dt = v.find("dtype");
@@ -136,35 +132,31 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(
     }
     auto off = v.find("data_offsets");
     if (off == v.end() || !off->is_array() || off->size() != 2) {
-      return Invalid(what,
-                     absl::StrCat(at, " has no data_offsets [begin, end]"));
+      return Invalid(what, absl::StrCat(at, " has no data_offsets [begin, end]"));
     }
     ASSIGN_OR_RETURN(uint64_t b, GetU64((*off)[0], absl::StrCat(what, ": ", at, " begin")));
     ASSIGN_OR_RETURN(uint64_t e, GetU64((*off)[1], absl::StrCat(what, ": ", at, " end")));
     t.begin = b;
     t.end = e;
     if (t.begin > t.end) {
-      return Invalid(what, absl::StrCat(at, " has data_offsets begin ", t.begin,
-                                        " > end ", t.end));
+      return Invalid(what, absl::StrCat(at, " has data_offsets begin ", t.begin, " > end ", t.end));
     }
     if (t.end > data_size) {
-      return absl::DataLossError(absl::StrCat(
-          what, ": ", at, " data [", t.begin, ", ", t.end,
-          ") extends past the end of the data section (", data_size,
-          " bytes; file size ", file_size, "); file truncated?"));
+      return absl::DataLossError(absl::StrCat(what, ": ", at, " data [", t.begin, ", ", t.end,
+                                              ") extends past the end of the data section (",
+                                              data_size, " bytes; file size ", file_size,
+                                              "); file truncated?"));
     }
     if (const int bits = SafetensorsDtypeBits(t.dtype); bits > 0) {
       uint64_t nbits = 0;
-      if (overflow ||
-          __builtin_mul_overflow(numel, static_cast<uint64_t>(bits), &nbits)) {
+      if (overflow || __builtin_mul_overflow(numel, static_cast<uint64_t>(bits), &nbits)) {
         return Invalid(what, absl::StrCat(at, " shape is too large"));
       }
       const uint64_t want = (nbits + 7) / 8;
       if (want != t.num_bytes()) {
         return Invalid(
-            what, absl::StrCat(at, " shape [", absl::StrJoin(t.shape, ","),
-                               "] of ", t.dtype, " needs ", want,
-                               " bytes but data_offsets span ", t.num_bytes()));
+            what, absl::StrCat(at, " shape [", absl::StrJoin(t.shape, ","), "] of ", t.dtype,
+                               " needs ", want, " bytes but data_offsets span ", t.num_bytes()));
       }
     }
     h.tensors.push_back(std::move(t));
@@ -177,45 +169,39 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(
     const SafetensorsTensor& p = h.tensors[i - 1];
     const SafetensorsTensor& t = h.tensors[i];
     if (t.begin < p.end) {
-      return Invalid(what, absl::StrCat("tensors ", p.name, " [", p.begin, ", ",
-                                        p.end, ") and ", t.name, " [", t.begin,
-                                        ", ", t.end, ") overlap"));
+      return Invalid(what, absl::StrCat("tensors ", p.name, " [", p.begin, ", ", p.end, ") and ",
+                                        t.name, " [", t.begin, ", ", t.end, ") overlap"));
     }
   }
   return h;
 }
 
-absl::StatusOr<SafetensorsHeader> ReadSafetensorsHeader(
-    int fd, std::string_view what_sv) {
+absl::StatusOr<SafetensorsHeader> ReadSafetensorsHeader(int fd, std::string_view what_sv) {
   const absl::string_view what(what_sv.data(), what_sv.size());
   struct stat st;
   if (::fstat(fd, &st) != 0) {
-    return absl::InternalError(
-        absl::StrCat(what, ": fstat failed: ", std::strerror(errno)));
+    return absl::InternalError(absl::StrCat(what, ": fstat failed: ", std::strerror(errno)));
   }
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   if (size < 8) {
-    return absl::DataLossError(absl::StrCat(
-        what, ": too short for a safetensors file (", size, " bytes)"));
+    return absl::DataLossError(
+        absl::StrCat(what, ": too short for a safetensors file (", size, " bytes)"));
   }
   std::string buf(8, '\0');
   RETURN_IF_ERROR(PreadFully(fd, buf.data(), 8, 0, what_sv));
   const uint64_t n = LoadLe64(buf.data());
   if (n <= kMaxSafetensorsHeaderBytes && 8 + n <= size) {
     buf.resize(8 + n);
-    if (auto s = PreadFully(fd, buf.data() + 8, n, 8, what_sv); !s.ok())
-      return s;
+    if (auto s = PreadFully(fd, buf.data() + 8, n, 8, what_sv); !s.ok()) return s;
   }
   return ParseSafetensorsHeader(buf, size, what_sv);  // reports bad lengths
 }
 
-absl::StatusOr<SafetensorsHeader> ReadSafetensorsHeader(
-    const std::string& path) {
+absl::StatusOr<SafetensorsHeader> ReadSafetensorsHeader(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
-    std::string msg =
-        absl::StrCat("cannot open ", path, ": ", std::strerror(err));
+    std::string msg = absl::StrCat("cannot open ", path, ": ", std::strerror(err));
     return err == ENOENT ? absl::NotFoundError(msg) : absl::InternalError(msg);
   }
   absl::StatusOr<SafetensorsHeader> h = ReadSafetensorsHeader(fd, path);
@@ -223,20 +209,17 @@ absl::StatusOr<SafetensorsHeader> ReadSafetensorsHeader(
   return h;
 }
 
-absl::Status PreadFully(int fd, void* buf, size_t n, uint64_t offset,
-                        std::string_view what_sv) {
+absl::Status PreadFully(int fd, void* buf, size_t n, uint64_t offset, std::string_view what_sv) {
   const absl::string_view what(what_sv.data(), what_sv.size());
   char* p = static_cast<char*>(buf);
   while (n > 0) {
     const ssize_t r = ::pread(fd, p, n, static_cast<off_t>(offset));
     if (r < 0) {
       if (errno == EINTR) continue;
-      return absl::InternalError(
-          absl::StrCat(what, ": read failed: ", std::strerror(errno)));
+      return absl::InternalError(absl::StrCat(what, ": read failed: ", std::strerror(errno)));
     }
     if (r == 0) {
-      return absl::DataLossError(
-          absl::StrCat(what, ": unexpected end of file at offset ", offset));
+      return absl::DataLossError(absl::StrCat(what, ": unexpected end of file at offset ", offset));
     }
     p += r;
     n -= static_cast<size_t>(r);
@@ -253,8 +236,7 @@ absl::Status PwriteFully(int fd, const void* buf, size_t n, uint64_t offset,
     const ssize_t r = ::pwrite(fd, p, n, static_cast<off_t>(offset));
     if (r < 0) {
       if (errno == EINTR) continue;
-      return absl::InternalError(
-          absl::StrCat(what, ": write failed: ", std::strerror(errno)));
+      return absl::InternalError(absl::StrCat(what, ": write failed: ", std::strerror(errno)));
     }
     p += r;
     n -= static_cast<size_t>(r);
@@ -263,9 +245,8 @@ absl::Status PwriteFully(int fd, const void* buf, size_t n, uint64_t offset,
   return absl::OkStatus();
 }
 
-std::string BuildSafetensorsHeader(
-    const std::vector<SafetensorsTensor>& tensors,
-    const std::map<std::string, std::string>& metadata) {
+std::string BuildSafetensorsHeader(const std::vector<SafetensorsTensor>& tensors,
+                                   const std::map<std::string, std::string>& metadata) {
   nlohmann::ordered_json j = nlohmann::ordered_json::object();
   if (!metadata.empty()) {
     nlohmann::ordered_json m = nlohmann::ordered_json::object();
@@ -273,9 +254,7 @@ std::string BuildSafetensorsHeader(
     j["__metadata__"] = std::move(m);
   }
   for (const SafetensorsTensor& t : tensors) {
-    j[t.name] = {{"dtype", t.dtype},
-                 {"shape", t.shape},
-                 {"data_offsets", {t.begin, t.end}}};
+    j[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {t.begin, t.end}}};
   }
   std::string text = j.dump();
   text.append((8 - text.size() % 8) % 8, ' ');

@@ -59,32 +59,27 @@ int SafetensorsDtypeBits(std::string_view dtype);
 // accepted (other tensors of a real checkpoint are tolerated). Errors are
 // InvalidArgument, or DataLoss when data extends past the end of the file
 // (a truncated file); messages start with `what` (e.g. the file name).
-absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(
-    std::string_view file_prefix, uint64_t file_size, std::string_view what);
+absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(std::string_view file_prefix,
+                                                         uint64_t file_size, std::string_view what);
 
 // Reads and parses the header of the open file `fd` (pread; does not move
 // the file offset). `what` names the file in error messages.
-absl::StatusOr<SafetensorsHeader> ReadSafetensorsHeader(int fd,
-                                                        std::string_view what);
+absl::StatusOr<SafetensorsHeader> ReadSafetensorsHeader(int fd, std::string_view what);
 // Opens `path`, reads its header, closes it.
-absl::StatusOr<SafetensorsHeader> ReadSafetensorsHeader(
-    const std::string& path);
+absl::StatusOr<SafetensorsHeader> ReadSafetensorsHeader(const std::string& path);
 
 // Serialises a header: the 8-byte length followed by the JSON, padded with
 // spaces so data_start is a multiple of 8. Tensor begin/end are taken as
 // given (relative to the data section). Returns the bytes to write at file
 // offset 0; the data section starts at the returned size.
-std::string BuildSafetensorsHeader(
-    const std::vector<SafetensorsTensor>& tensors,
-    const std::map<std::string, std::string>& metadata);
+std::string BuildSafetensorsHeader(const std::vector<SafetensorsTensor>& tensors,
+                                   const std::map<std::string, std::string>& metadata);
 
 // Positional I/O helpers for tensor data (retry on EINTR and short
 // transfers; do not move the file offset; safe to call concurrently).
 // PreadFully: DataLoss at end of file. `what` names the file in errors.
-absl::Status PreadFully(int fd, void* buf, size_t n, uint64_t offset,
-                        std::string_view what);
-absl::Status PwriteFully(int fd, const void* buf, size_t n, uint64_t offset,
-                         std::string_view what);
+absl::Status PreadFully(int fd, void* buf, size_t n, uint64_t offset, std::string_view what);
+absl::Status PwriteFully(int fd, const void* buf, size_t n, uint64_t offset, std::string_view what);
 
 }  // namespace engram
 

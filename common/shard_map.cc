@@ -24,8 +24,7 @@ absl::Status GetUints(const json& j, const char* key, std::vector<T>* out) {
   out->clear();
   for (const json& v : *it) {
     if (!v.is_number_unsigned()) {
-      return Bad(absl::StrCat("\"", key,
-                              "\" must hold non-negative integers only"));
+      return Bad(absl::StrCat("\"", key, "\" must hold non-negative integers only"));
     }
     out->push_back(static_cast<T>(v.get<uint64_t>()));
   }
@@ -46,23 +45,21 @@ absl::Status ShardMap::Validate() const {
   if (n_shards == 0) return Bad("n_shards must be >= 1");
   if (layer_rows.empty()) return Bad("layer_rows is empty");
   if (layer_rows.size() > kMaxShardLayers) {
-    return Bad(absl::StrCat(layer_rows.size(), " layers; at most ",
-                            kMaxShardLayers, " are supported"));
+    return Bad(
+        absl::StrCat(layer_rows.size(), " layers; at most ", kMaxShardLayers, " are supported"));
   }
   if (row_bytes.size() != layer_rows.size()) {
-    return Bad(absl::StrCat("row_bytes has ", row_bytes.size(),
-                            " entries, layer_rows has ", layer_rows.size()));
+    return Bad(absl::StrCat("row_bytes has ", row_bytes.size(), " entries, layer_rows has ",
+                            layer_rows.size()));
   }
   for (size_t l = 0; l < layer_rows.size(); ++l) {
     if (layer_rows[l] == 0 || layer_rows[l] > kMaxShardRowId) {
-      return Bad(absl::StrCat("layer_rows[", l, "] = ", layer_rows[l],
-                              " is outside 1..2^48"));
+      return Bad(absl::StrCat("layer_rows[", l, "] = ", layer_rows[l], " is outside 1..2^48"));
     }
     if (row_bytes[l] == 0) return Bad(absl::StrCat("row_bytes[", l, "] is 0"));
   }
   if (!replicas.empty() && replicas.size() != n_shards) {
-    return Bad(absl::StrCat("replicas lists ", replicas.size(),
-                            " shards, n_shards is ", n_shards));
+    return Bad(absl::StrCat("replicas lists ", replicas.size(), " shards, n_shards is ", n_shards));
   }
   return absl::OkStatus();
 }
@@ -118,8 +115,7 @@ absl::StatusOr<ShardMap> ShardMap::Load(const std::string& path) {
   ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
   absl::StatusOr<ShardMap> m = FromJson(text);
   if (!m.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": ", m.status().message()));
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", m.status().message()));
   }
   return m;
 }
@@ -130,9 +126,8 @@ absl::Status ShardMap::Save(const std::string& path) const {
 }
 
 bool ShardMap::SameData(const ShardMap& other) const {
-  return table == other.table && version == other.version &&
-         n_shards == other.n_shards && layer_rows == other.layer_rows &&
-         row_bytes == other.row_bytes;
+  return table == other.table && version == other.version && n_shards == other.n_shards &&
+         layer_rows == other.layer_rows && row_bytes == other.row_bytes;
 }
 
 }  // namespace engram

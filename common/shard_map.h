@@ -29,9 +29,7 @@ inline constexpr uint64_t kMaxShardRowId = uint64_t{1} << 48;
 // The store key of a row: layer << 48 | row, written as 8 big-endian bytes
 // so RocksDB's bytewise order is (layer, row) order.
 inline constexpr size_t kShardKeyBytes = 8;
-inline uint64_t ShardKey(uint32_t layer, uint64_t row) {
-  return uint64_t{layer} << 48 | row;
-}
+inline uint64_t ShardKey(uint32_t layer, uint64_t row) { return uint64_t{layer} << 48 | row; }
 // The layer and the row of a ShardKey.
 inline uint32_t ShardKeyLayer(uint64_t key) { return static_cast<uint32_t>(key >> 48); }
 inline uint64_t ShardKeyRow(uint64_t key) { return key & (kMaxShardRowId - 1); }
@@ -53,9 +51,7 @@ struct ShardMap {
   // Optional: [n_shards][replica] "host:port" addresses.
   std::vector<std::vector<std::string>> replicas;
 
-  uint32_t ShardOf(uint64_t row) const {
-    return static_cast<uint32_t>(row % n_shards);
-  }
+  uint32_t ShardOf(uint64_t row) const { return static_cast<uint32_t>(row % n_shards); }
   // Rows of `layer` owned by `shard`: ceil((layer_rows - shard) / n_shards).
   uint64_t RowsOnShard(uint32_t layer, uint32_t shard) const;
 

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "gtest/gtest.h"
 #include "common/testing/test_files.h"
+#include "gtest/gtest.h"
 
 namespace engram {
 namespace {
@@ -55,8 +55,7 @@ TEST(ShardMapTest, JsonRoundTripAndSaveLoad) {
   absl::StatusOr<ShardMap> loaded = ShardMap::Load(path);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ(loaded->ToJson(), m.ToJson());
-  EXPECT_EQ(ShardMap::Load(dir.Sub("absent.json")).status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ(ShardMap::Load(dir.Sub("absent.json")).status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST(ShardMapTest, SameDataIgnoresReplicasOnly) {

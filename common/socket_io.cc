@@ -84,8 +84,7 @@ absl::Status SplitHostPort(const std::string& address, std::string* host, int* p
   std::string h, p;
   if (!address.empty() && address[0] == '[') {
     const size_t close = address.find(']');
-    if (close == std::string::npos || close + 1 >= address.size() ||
-        address[close + 1] != ':') {
+    if (close == std::string::npos || close + 1 >= address.size() || address[close + 1] != ':') {
       return absl::InvalidArgumentError(
           absl::StrCat("address \"", address, "\" is not [host]:port"));
     }
@@ -94,8 +93,7 @@ absl::Status SplitHostPort(const std::string& address, std::string* host, int* p
   } else {
     const size_t colon = address.rfind(':');
     if (colon == std::string::npos) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("address \"", address, "\" has no :port"));
+      return absl::InvalidArgumentError(absl::StrCat("address \"", address, "\" has no :port"));
     }
     h = address.substr(0, colon);
     p = address.substr(colon + 1);
@@ -118,13 +116,12 @@ absl::StatusOr<int> ConnectTcp(const std::string& host, int port, absl::Duration
   addrinfo* found = nullptr;
   const std::string service = absl::StrCat(port);
   if (const int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found); rc != 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot resolve ", where, ": ", ::gai_strerror(rc)));
+    return absl::UnavailableError(absl::StrCat("cannot resolve ", where, ": ", ::gai_strerror(rc)));
   }
   absl::Status last = absl::UnavailableError(absl::StrCat("no address for ", where));
   for (addrinfo* ai = found; ai != nullptr; ai = ai->ai_next) {
-    const int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
-                            ai->ai_protocol);
+    const int fd =
+        ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
     if (fd < 0) {
       last = absl::UnavailableError(absl::StrCat("socket for ", where, ": ", std::strerror(errno)));
       continue;
@@ -132,8 +129,7 @@ absl::StatusOr<int> ConnectTcp(const std::string& host, int port, absl::Duration
     int rc = ::connect(fd, ai->ai_addr, ai->ai_addrlen);
     if (rc != 0 && errno == EINPROGRESS) {
       pollfd p{fd, POLLOUT, 0};
-      const int ms = static_cast<int>(
-          std::max<int64_t>(1, absl::ToInt64Milliseconds(timeout)));
+      const int ms = static_cast<int>(std::max<int64_t>(1, absl::ToInt64Milliseconds(timeout)));
       rc = ::poll(&p, 1, ms);
       if (rc == 0) {
         errno = ETIMEDOUT;
@@ -147,8 +143,7 @@ absl::StatusOr<int> ConnectTcp(const std::string& host, int port, absl::Duration
       }
     }
     if (rc != 0) {
-      last = absl::UnavailableError(
-          absl::StrCat("connect to ", where, ": ", std::strerror(errno)));
+      last = absl::UnavailableError(absl::StrCat("connect to ", where, ": ", std::strerror(errno)));
       ::close(fd);
       continue;
     }

@@ -20,11 +20,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
-#define RETURN_IF_ERROR(expr)                                     \
-  do {                                                            \
+#define RETURN_IF_ERROR(expr)                                           \
+  do {                                                                  \
     if (::absl::Status engram_status_ = (expr); !engram_status_.ok()) { \
-      return engram_status_;                                      \
-    }                                                             \
+      return engram_status_;                                            \
+    }                                                                   \
   } while (0)
 
 #define ENGRAM_STATUS_CONCAT_INNER_(a, b) a##b

@@ -46,47 +46,41 @@ std::string FormatChecksum(uint64_t xxh3) {
 
 // ------------------------------------------------------------------ reader
 
-absl::StatusOr<std::unique_ptr<TableReader>> TableReader::Open(
-    const std::string& table_dir) {
+absl::StatusOr<std::unique_ptr<TableReader>> TableReader::Open(const std::string& table_dir) {
   ASSIGN_OR_RETURN(TableManifest m, TableManifest::Load(table_dir));
   std::unique_ptr<TableReader> r(new TableReader());
   r->manifest_ = std::move(m);
   r->rows_path_ = JoinPath(table_dir, r->manifest_.rows_file);
   const std::string& path = r->rows_path_;
   r->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (r->fd_ < 0)
-    return ErrnoStatus(absl::StrCat("cannot open rows file ", path), errno);
+  if (r->fd_ < 0) return ErrnoStatus(absl::StrCat("cannot open rows file ", path), errno);
   ASSIGN_OR_RETURN(SafetensorsHeader h, ReadSafetensorsHeader(r->fd_, path));
   r->header_ = std::move(h);
   // Finds a layer's tensor, checks dtype and shape, returns its offset.
-  auto check = [&](const LayerInfo& l, const std::string& name,
-                   const char* dtype, int cols,
+  auto check = [&](const LayerInfo& l, const std::string& name, const char* dtype, int cols,
                    uint64_t* offset) -> absl::Status {
     const std::string at =
-        absl::StrCat(path, ": tensor ", name, " (layer ", l.index,
-                     ", layer_id ", l.layer_id, ")");
+        absl::StrCat(path, ": tensor ", name, " (layer ", l.index, ", layer_id ", l.layer_id, ")");
     const SafetensorsTensor* t = r->header_.Find(name);
-    if (t == nullptr)
-      return absl::NotFoundError(absl::StrCat(at, " not found"));
+    if (t == nullptr) return absl::NotFoundError(absl::StrCat(at, " not found"));
     if (t->dtype != dtype) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          at, " has dtype ", t->dtype, ", manifest expects ", dtype));
+      return absl::InvalidArgumentError(
+          absl::StrCat(at, " has dtype ", t->dtype, ", manifest expects ", dtype));
     }
     const uint64_t c = static_cast<uint64_t>(cols);
     if (t->shape != std::vector<uint64_t>{l.rows, c}) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(at, " has shape [", absl::StrJoin(t->shape, ","),
-                       "], manifest expects [", l.rows, ",", c, "]"));
+      return absl::InvalidArgumentError(absl::StrCat(at, " has shape [",
+                                                     absl::StrJoin(t->shape, ","),
+                                                     "], manifest expects [", l.rows, ",", c, "]"));
     }
     *offset = r->header_.data_start + t->begin;
     return absl::OkStatus();
   };
   for (const LayerInfo& l : r->manifest_.layers) {
     LayerExtent ext{};
-    RETURN_IF_ERROR(FirstError({check(l, l.weight_tensor, kWeightDtype, l.head_dim,
-                                   &ext.weight_offset),
-                             check(l, l.scale_tensor, kScaleDtype,
-                                   l.scale_bytes(), &ext.scale_offset)}));
+    RETURN_IF_ERROR(
+        FirstError({check(l, l.weight_tensor, kWeightDtype, l.head_dim, &ext.weight_offset),
+                    check(l, l.scale_tensor, kScaleDtype, l.scale_bytes(), &ext.scale_offset)}));
     r->extents_.push_back(ext);
   }
   return r;
@@ -96,17 +90,16 @@ TableReader::~TableReader() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-absl::Status TableReader::ReadRows(int layer, uint64_t first, uint64_t n,
-                                   uint8_t* out) const {
+absl::Status TableReader::ReadRows(int layer, uint64_t first, uint64_t n, uint8_t* out) const {
   if (layer < 0 || layer >= static_cast<int>(manifest_.layers.size())) {
-    return absl::OutOfRangeError(absl::StrCat(
-        "layer ", layer, " out of range [0, ", manifest_.layers.size(), ")"));
+    return absl::OutOfRangeError(
+        absl::StrCat("layer ", layer, " out of range [0, ", manifest_.layers.size(), ")"));
   }
   const LayerInfo& l = manifest_.layers[layer];
   if (first > l.rows || n > l.rows - first) {
-    return absl::OutOfRangeError(absl::StrCat(
-        "rows [", first, ", ", first + n, ") out of range for layer ", layer,
-        " with ", l.rows, " rows"));
+    return absl::OutOfRangeError(absl::StrCat("rows [", first, ", ", first + n,
+                                              ") out of range for layer ", layer, " with ", l.rows,
+                                              " rows"));
   }
   if (n == 0) return absl::OkStatus();
   const size_t hd = static_cast<size_t>(l.head_dim);
@@ -116,8 +109,7 @@ absl::Status TableReader::ReadRows(int layer, uint64_t first, uint64_t n,
   // i's destination [i*rb, (i+1)*rb) never reaches the source of row i+1.
   uint8_t* weights = out + n * sc;
   if (auto s =
-          PreadFully(fd_, weights, n * hd,
-                     extents_[layer].weight_offset + first * hd, rows_path_);
+          PreadFully(fd_, weights, n * hd, extents_[layer].weight_offset + first * hd, rows_path_);
       !s.ok()) {
     return s;
   }
@@ -129,8 +121,7 @@ absl::Status TableReader::ReadRows(int layer, uint64_t first, uint64_t n,
     scales = big.get();
   }
   if (auto s =
-          PreadFully(fd_, scales, n * sc,
-                     extents_[layer].scale_offset + first * sc, rows_path_);
+          PreadFully(fd_, scales, n * sc, extents_[layer].scale_offset + first * sc, rows_path_);
       !s.ok()) {
     return s;
   }
@@ -160,10 +151,9 @@ absl::Status TableReader::VerifyChecksums(
     }
     const std::string got = FormatChecksum(XXH3_64bits_digest(st.get()));
     if (got != l.checksum) {
-      return absl::DataLossError(
-          absl::StrCat(rows_path_, ": layer ", i, " (layer_id ", l.layer_id,
-                       ") checksum mismatch: manifest says ", l.checksum,
-                       ", rows hash to ", got));
+      return absl::DataLossError(absl::StrCat(rows_path_, ": layer ", i, " (layer_id ", l.layer_id,
+                                              ") checksum mismatch: manifest says ", l.checksum,
+                                              ", rows hash to ", got));
     }
   }
   return absl::OkStatus();
@@ -184,42 +174,36 @@ TableWriter::~TableWriter() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-absl::StatusOr<std::unique_ptr<TableWriter>> TableWriter::Create(
-    const std::string& table_dir, TableManifest manifest) {
+absl::StatusOr<std::unique_ptr<TableWriter>> TableWriter::Create(const std::string& table_dir,
+                                                                 TableManifest manifest) {
   for (size_t i = 0; i < manifest.layers.size(); ++i) {
     LayerInfo& l = manifest.layers[i];
     l.index = static_cast<int>(i);
     l.checksum.clear();
-    if (l.weight_tensor.empty())
-      l.weight_tensor = EngramWeightTensorName(l.layer_id);
-    if (l.scale_tensor.empty())
-      l.scale_tensor = EngramScaleTensorName(l.layer_id);
+    if (l.weight_tensor.empty()) l.weight_tensor = EngramWeightTensorName(l.layer_id);
+    if (l.scale_tensor.empty()) l.scale_tensor = EngramScaleTensorName(l.layer_id);
     if (l.row_bytes == 0 && l.scale_block > 0) {
       l.row_bytes = l.head_dim + l.head_dim / l.scale_block;
     }
   }
   if (manifest.rows_file.empty()) manifest.rows_file = kDefaultRowsFile;
-  if (auto s = manifest.Validate(/*require_checksums=*/false); !s.ok())
-    return s;
+  if (auto s = manifest.Validate(/*require_checksums=*/false); !s.ok()) return s;
 
   std::error_code ec;
   std::filesystem::create_directories(table_dir, ec);
   if (ec) {
-    return absl::InternalError(
-        absl::StrCat("cannot create ", table_dir, ": ", ec.message()));
+    return absl::InternalError(absl::StrCat("cannot create ", table_dir, ": ", ec.message()));
   }
   const std::string manifest_path = JoinPath(table_dir, kManifestFile);
   if (::unlink(manifest_path.c_str()) != 0 && errno != ENOENT) {
-    return ErrnoStatus(absl::StrCat("cannot remove old ", manifest_path),
-                       errno);
+    return ErrnoStatus(absl::StrCat("cannot remove old ", manifest_path), errno);
   }
 
   std::unique_ptr<TableWriter> w(new TableWriter());
   w->dir_ = table_dir;
   std::vector<SafetensorsTensor> tensors;  // weight, scale per layer
   uint64_t cursor = 0;
-  auto add = [&](const std::string& name, const char* dtype, uint64_t rows,
-                 int cols) {
+  auto add = [&](const std::string& name, const char* dtype, uint64_t rows, int cols) {
     const uint64_t c = static_cast<uint64_t>(cols);
     tensors.push_back({name, dtype, {rows, c}, cursor, cursor + rows * c});
     cursor += rows * c;
@@ -228,10 +212,10 @@ absl::StatusOr<std::unique_ptr<TableWriter>> TableWriter::Create(
     add(l.weight_tensor, kWeightDtype, l.rows, l.head_dim);
     add(l.scale_tensor, kScaleDtype, l.rows, l.scale_bytes());
   }
-  const std::string header = BuildSafetensorsHeader(
-      tensors, {{"format", kTableFormat},
-                {"table", manifest.table},
-                {"version", absl::StrCat(manifest.version)}});
+  const std::string header =
+      BuildSafetensorsHeader(tensors, {{"format", kTableFormat},
+                                       {"table", manifest.table},
+                                       {"version", absl::StrCat(manifest.version)}});
   for (size_t i = 0; i < manifest.layers.size(); ++i) {
     auto st = std::make_unique<LayerState>();
     st->weight_offset = header.size() + tensors[2 * i].begin;
@@ -239,10 +223,8 @@ absl::StatusOr<std::unique_ptr<TableWriter>> TableWriter::Create(
     w->layers_.push_back(std::move(st));
   }
   const std::string rows_path = JoinPath(table_dir, manifest.rows_file);
-  w->fd_ =
-      ::open(rows_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (w->fd_ < 0)
-    return ErrnoStatus(absl::StrCat("cannot create ", rows_path), errno);
+  w->fd_ = ::open(rows_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (w->fd_ < 0) return ErrnoStatus(absl::StrCat("cannot create ", rows_path), errno);
   RETURN_IF_ERROR(PwriteFully(w->fd_, header.data(), header.size(), 0, rows_path));
   if (::ftruncate(w->fd_, static_cast<off_t>(header.size() + cursor)) != 0) {
     return ErrnoStatus(absl::StrCat("cannot size ", rows_path), errno);
@@ -251,20 +233,17 @@ absl::StatusOr<std::unique_ptr<TableWriter>> TableWriter::Create(
   return w;
 }
 
-absl::Status TableWriter::AppendRows(int layer, const uint8_t* rows,
-                                     uint64_t n) {
-  if (finished_)
-    return absl::FailedPreconditionError("TableWriter: already finished");
+absl::Status TableWriter::AppendRows(int layer, const uint8_t* rows, uint64_t n) {
+  if (finished_) return absl::FailedPreconditionError("TableWriter: already finished");
   if (layer < 0 || layer >= static_cast<int>(layers_.size())) {
-    return absl::OutOfRangeError(
-        absl::StrCat("TableWriter: layer ", layer, " out of range"));
+    return absl::OutOfRangeError(absl::StrCat("TableWriter: layer ", layer, " out of range"));
   }
   const LayerInfo& l = manifest_.layers[layer];
   LayerState& st = *layers_[layer];
   if (n > l.rows - st.next_row) {
-    return absl::OutOfRangeError(
-        absl::StrCat("TableWriter: layer ", layer, " has ", l.rows, " rows; ",
-                     st.next_row, " written, ", n, " more appended"));
+    return absl::OutOfRangeError(absl::StrCat("TableWriter: layer ", layer, " has ", l.rows,
+                                              " rows; ", st.next_row, " written, ", n,
+                                              " more appended"));
   }
   if (n == 0) return absl::OkStatus();
   const size_t hd = static_cast<size_t>(l.head_dim);
@@ -277,35 +256,31 @@ absl::Status TableWriter::AppendRows(int layer, const uint8_t* rows,
     std::memcpy(scale_buf_.data() + i * sc, rows + i * rb + hd, sc);
   }
   const std::string what = JoinPath(dir_, manifest_.rows_file);
-  RETURN_IF_ERROR(PwriteFully(fd_, weight_buf_.data(), n * hd,
-                           st.weight_offset + st.next_row * hd, what));
-  RETURN_IF_ERROR(PwriteFully(fd_, scale_buf_.data(), n * sc,
-                           st.scale_offset + st.next_row * sc, what));
+  RETURN_IF_ERROR(
+      PwriteFully(fd_, weight_buf_.data(), n * hd, st.weight_offset + st.next_row * hd, what));
+  RETURN_IF_ERROR(
+      PwriteFully(fd_, scale_buf_.data(), n * sc, st.scale_offset + st.next_row * sc, what));
   XXH3_64bits_update(st.xxh.get(), rows, n * rb);
   st.next_row += n;
   return absl::OkStatus();
 }
 
 absl::Status TableWriter::Finish() {
-  if (finished_)
-    return absl::FailedPreconditionError("TableWriter: already finished");
+  if (finished_) return absl::FailedPreconditionError("TableWriter: already finished");
   for (size_t i = 0; i < layers_.size(); ++i) {
     if (layers_[i]->next_row != manifest_.layers[i].rows) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("TableWriter: layer ", i, " has ", layers_[i]->next_row,
-                       " of ", manifest_.layers[i].rows, " rows"));
+      return absl::FailedPreconditionError(absl::StrCat("TableWriter: layer ", i, " has ",
+                                                        layers_[i]->next_row, " of ",
+                                                        manifest_.layers[i].rows, " rows"));
     }
   }
   const std::string rows_path = JoinPath(dir_, manifest_.rows_file);
-  if (::fsync(fd_) != 0)
-    return ErrnoStatus(absl::StrCat("fsync ", rows_path), errno);
+  if (::fsync(fd_) != 0) return ErrnoStatus(absl::StrCat("fsync ", rows_path), errno);
   const int fd = fd_;
   fd_ = -1;
-  if (::close(fd) != 0)
-    return ErrnoStatus(absl::StrCat("close ", rows_path), errno);
+  if (::close(fd) != 0) return ErrnoStatus(absl::StrCat("close ", rows_path), errno);
   for (size_t i = 0; i < layers_.size(); ++i) {
-    manifest_.layers[i].checksum =
-        FormatChecksum(XXH3_64bits_digest(layers_[i]->xxh.get()));
+    manifest_.layers[i].checksum = FormatChecksum(XXH3_64bits_digest(layers_[i]->xxh.get()));
   }
   RETURN_IF_ERROR(manifest_.Save(dir_));
   finished_ = true;

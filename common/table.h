@@ -65,10 +65,8 @@ struct TableManifest {
 
   // A manifest (without checksums) for `layout` with every layer using the
   // same head_dim/scale_block and the standard tensor names.
-  static absl::StatusOr<TableManifest> ForLayout(std::string table,
-                                                 uint64_t version,
-                                                 HashLayout layout,
-                                                 int head_dim, int scale_block);
+  static absl::StatusOr<TableManifest> ForLayout(std::string table, uint64_t version,
+                                                 HashLayout layout, int head_dim, int scale_block);
 
   // Reads and validates <table_dir>/manifest.json (NotFound if absent,
   // InvalidArgument naming the problem otherwise).
@@ -100,8 +98,7 @@ class TableReader {
   // the right dtype and shape, and lies inside the file. Errors name the file
   // and tensor: NotFound (no manifest / rows file), DataLoss (truncated
   // file), InvalidArgument (mismatch).
-  static absl::StatusOr<std::unique_ptr<TableReader>> Open(
-      const std::string& table_dir);
+  static absl::StatusOr<std::unique_ptr<TableReader>> Open(const std::string& table_dir);
   ~TableReader();
   TableReader(const TableReader&) = delete;
   TableReader& operator=(const TableReader&) = delete;
@@ -113,8 +110,7 @@ class TableReader {
   // Copies stored rows [first, first + n) of layer `layer` (an index into
   // manifest().layers) into out[n * row_bytes]: each row its weight bytes
   // then its scale bytes. OutOfRange if the layer or rows are out of bounds.
-  absl::Status ReadRows(int layer, uint64_t first, uint64_t n,
-                        uint8_t* out) const;
+  absl::Status ReadRows(int layer, uint64_t first, uint64_t n, uint8_t* out) const;
   absl::Status ReadRow(int layer, uint64_t row, uint8_t* out) const {
     return ReadRows(layer, row, 1, out);
   }
@@ -123,8 +119,7 @@ class TableReader {
   // with the manifest; DataLoss naming the layer on a mismatch. If given,
   // progress(done_rows, total_rows) is called after each chunk (all layers).
   absl::Status VerifyChecksums(
-      const std::function<void(uint64_t done, uint64_t total)>& progress =
-          nullptr) const;
+      const std::function<void(uint64_t done, uint64_t total)>& progress = nullptr) const;
 
  private:
   struct LayerExtent {

@@ -66,18 +66,16 @@ class Rng {
 // the midpoint between e4m3 magnitudes m and m+1: k -> |N(0, 112)| quantile
 // (k + 0.5) / 32768 rounded to e4m3. Baked in so every platform agrees.
 constexpr uint16_t kMagnitudeCdf[127] = {
-    0,     1,     1,     2,     2,     3,     3,     3,     4,     4,     5,
-    5,     6,     6,     7,     7,     8,     9,     10,    10,    11,    12,
-    13,    14,    16,    17,    19,    21,    23,    25,    26,    28,    31,
-    35,    38,    42,    46,    49,    53,    57,    62,    69,    77,    84,
-    91,    98,    106,   113,   124,   139,   153,   168,   182,   197,   212,
-    226,   248,   277,   306,   336,   365,   394,   423,   452,   496,   554,
-    613,   671,   729,   788,   846,   904,   992,   1108,  1225,  1342,  1458,
-    1575,  1691,  1808,  1982,  2215,  2448,  2680,  2912,  3144,  3375,  3607,
-    3953,  4414,  4874,  5332,  5788,  6242,  6695,  7145,  7817,  8703,  9579,
-    10444, 11296, 12134, 12958, 13767, 14950, 16469, 17916, 19287, 20580, 21794,
-    22927, 23979, 25407, 27042, 28390, 29478, 30338, 31006, 31512, 31890, 32271,
-    32550, 32680, 32735, 32756, 32764, 32768};
+    0,     1,     1,     2,     2,     3,     3,     3,     4,     4,     5,     5,     6,
+    6,     7,     7,     8,     9,     10,    10,    11,    12,    13,    14,    16,    17,
+    19,    21,    23,    25,    26,    28,    31,    35,    38,    42,    46,    49,    53,
+    57,    62,    69,    77,    84,    91,    98,    106,   113,   124,   139,   153,   168,
+    182,   197,   212,   226,   248,   277,   306,   336,   365,   394,   423,   452,   496,
+    554,   613,   671,   729,   788,   846,   904,   992,   1108,  1225,  1342,  1458,  1575,
+    1691,  1808,  1982,  2215,  2448,  2680,  2912,  3144,  3375,  3607,  3953,  4414,  4874,
+    5332,  5788,  6242,  6695,  7145,  7817,  8703,  9579,  10444, 11296, 12134, 12958, 13767,
+    14950, 16469, 17916, 19287, 20580, 21794, 22927, 23979, 25407, 27042, 28390, 29478, 30338,
+    31006, 31512, 31890, 32271, 32550, 32680, 32735, 32756, 32764, 32768};
 
 // u16 -> e4m3 code: bit 15 is the sign, bits 0..14 the magnitude quantile.
 const uint8_t* CodeLut() {
@@ -99,8 +97,7 @@ inline uint64_t RowKey(uint64_t seed_key, int layer, uint64_t row) {
   return Mix64((k ^ row) + kGolden);
 }
 
-inline void FillRow(const uint8_t* lut, uint64_t key, int head_dim,
-                    int n_blocks, uint8_t* out) {
+inline void FillRow(const uint8_t* lut, uint64_t key, int head_dim, int n_blocks, uint8_t* out) {
   uint64_t ctr = key;
   const int full = head_dim / 4;
   for (int i = 0; i < full; ++i) {
@@ -112,8 +109,7 @@ inline void FillRow(const uint8_t* lut, uint64_t key, int head_dim,
   }
   if (const int rest = head_dim - 4 * full; rest > 0) {
     const uint64_t w = Mix64(ctr += kGolden);
-    for (int j = 0; j < rest; ++j)
-      out[4 * full + j] = lut[(w >> (16 * j)) & 0xFFFF];
+    for (int j = 0; j < rest; ++j) out[4 * full + j] = lut[(w >> (16 * j)) & 0xFFFF];
   }
   uint8_t* scales = out + head_dim;
   uint64_t w = 0;
@@ -137,8 +133,7 @@ bool IsPrime(int64_t n) {
 absl::StatusOr<nlohmann::json> ReadJsonFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
-  nlohmann::json j =
-      nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": not valid JSON"));
   }
@@ -158,8 +153,7 @@ absl::Status ApplyTokenMapFile(const std::string& path, HashLayout* layout) {
     arr = &*it;
     if (auto p = j.find("pad_id"); p != j.end()) {
       if (!p->is_number_integer()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(path, ": pad_id must be an integer"));
+        return absl::InvalidArgumentError(absl::StrCat(path, ": pad_id must be an integer"));
       }
       layout->pad_id = p->get<int64_t>();
     }
@@ -172,8 +166,7 @@ absl::Status ApplyTokenMapFile(const std::string& path, HashLayout* layout) {
   map.reserve(arr->size());
   for (const nlohmann::json& v : *arr) {
     if (!v.is_number_integer()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ": token map must hold integers only"));
+      return absl::InvalidArgumentError(absl::StrCat(path, ": token map must hold integers only"));
     }
     map.push_back(v.get<int64_t>());
   }
@@ -184,11 +177,11 @@ absl::Status ApplyTokenMapFile(const std::string& path, HashLayout* layout) {
 
 }  // namespace
 
-std::vector<std::vector<std::vector<int64_t>>> WalkPrimes(
-    int n_layers, int n_orders, int n_heads, int64_t engram_vocab_size) {
+std::vector<std::vector<std::vector<int64_t>>> WalkPrimes(int n_layers, int n_orders, int n_heads,
+                                                          int64_t engram_vocab_size) {
   std::unordered_set<int64_t> seen;
-  std::vector<std::vector<std::vector<int64_t>>> out(
-      n_layers, std::vector<std::vector<int64_t>>(n_orders));
+  std::vector<std::vector<std::vector<int64_t>>> out(n_layers,
+                                                     std::vector<std::vector<int64_t>>(n_orders));
   for (int l = 0; l < n_layers; ++l) {
     for (int o = 0; o < n_orders; ++o) {
       int64_t start = engram_vocab_size - 1;
@@ -204,8 +197,8 @@ std::vector<std::vector<std::vector<int64_t>>> WalkPrimes(
   return out;
 }
 
-std::vector<int64_t> RandomTokenMap(uint64_t seed, int64_t vocab_size,
-                                    int64_t n_ids, int64_t pad_id) {
+std::vector<int64_t> RandomTokenMap(uint64_t seed, int64_t vocab_size, int64_t n_ids,
+                                    int64_t pad_id) {
   Rng rng(Mix64(seed ^ kTokenMapSalt));
   std::vector<int64_t> order(vocab_size), ids(n_ids);
   std::iota(order.begin(), order.end(), 0);
@@ -225,23 +218,21 @@ std::vector<int64_t> RandomTokenMap(uint64_t seed, int64_t vocab_size,
   return map;
 }
 
-absl::Status ResolveGeometry(const GenTableOptions& options, int* head_dim,
-                             int* scale_block) {
+absl::Status ResolveGeometry(const GenTableOptions& options, int* head_dim, int* scale_block) {
   int hd, sb;
   if (options.preset == "v41") {
     hd = 256, sb = 32;
   } else if (options.preset == "small") {
     hd = 64, sb = 32;
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "unknown preset \"", options.preset, "\" (want \"v41\" or \"small\")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown preset \"", options.preset, "\" (want \"v41\" or \"small\")"));
   }
   if (options.head_dim != 0) hd = options.head_dim;
   if (options.scale_block != 0) sb = options.scale_block;
   if (hd <= 0 || sb <= 0 || hd % sb != 0 || hd > 65536) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "head_dim ", hd, " must be a positive multiple of scale_block ", sb,
-        " and at most 65536"));
+        "head_dim ", hd, " must be a positive multiple of scale_block ", sb, " and at most 65536"));
   }
   *head_dim = hd;
   *scale_block = sb;
@@ -255,29 +246,25 @@ absl::StatusOr<HashLayout> BuildPresetLayout(const GenTableOptions& options) {
     layout = std::move(l);
   } else {
     if (options.preset != "v41" && options.preset != "small") {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown preset \"", options.preset, "\""));
+      return absl::InvalidArgumentError(absl::StrCat("unknown preset \"", options.preset, "\""));
     }
-    if (options.engram_vocab_size < 1 ||
-        options.engram_vocab_size > (int64_t{1} << 40)) {
+    if (options.engram_vocab_size < 1 || options.engram_vocab_size > (int64_t{1} << 40)) {
       return absl::InvalidArgumentError(
-          absl::StrCat("engram_vocab_size ", options.engram_vocab_size,
-                       " out of range [1, 2^40]"));
+          absl::StrCat("engram_vocab_size ", options.engram_vocab_size, " out of range [1, 2^40]"));
     }
     layout.vocab_size = kPresetVocabSize;
-    layout.engram_layer_ids.assign(std::begin(kPresetLayerIds),
-                                   std::end(kPresetLayerIds));
+    layout.engram_layer_ids.assign(std::begin(kPresetLayerIds), std::end(kPresetLayerIds));
     layout.max_ngram_size = kPresetMaxNgram;
     layout.n_heads = kPresetHeads;
     layout.pad_id = kPresetPadId;
     layout.dead_id = -1;
-    layout.token_map = RandomTokenMap(options.seed, kPresetVocabSize,
-                                      kPresetNormalizedIds, kPresetPadId);
+    layout.token_map =
+        RandomTokenMap(options.seed, kPresetVocabSize, kPresetNormalizedIds, kPresetPadId);
     for (const auto& m : kV41Multipliers) {
       layout.multipliers.emplace_back(std::begin(m), std::end(m));
     }
-    layout.primes = WalkPrimes(layout.n_layers(), layout.n_orders(),
-                               layout.n_heads, options.engram_vocab_size);
+    layout.primes =
+        WalkPrimes(layout.n_layers(), layout.n_orders(), layout.n_heads, options.engram_vocab_size);
     for (const auto& layer : layout.primes) {
       std::vector<int64_t> offsets;
       int64_t rows = 0;
@@ -298,36 +285,36 @@ absl::StatusOr<HashLayout> BuildPresetLayout(const GenTableOptions& options) {
   return layout;
 }
 
-void GenerateRows(uint64_t seed, int layer, uint64_t first, uint64_t n,
-                  int head_dim, int scale_block, uint8_t* out) {
+void GenerateRows(uint64_t seed, int layer, uint64_t first, uint64_t n, int head_dim,
+                  int scale_block, uint8_t* out) {
   const uint8_t* lut = CodeLut();
   const uint64_t seed_key = Mix64(seed ^ kRowSalt);
   const int n_blocks = head_dim / scale_block;
   const size_t row_bytes = static_cast<size_t>(head_dim) + n_blocks;
   for (uint64_t i = 0; i < n; ++i) {
-    FillRow(lut, RowKey(seed_key, layer, first + i), head_dim, n_blocks,
-            out + i * row_bytes);
+    FillRow(lut, RowKey(seed_key, layer, first + i), head_dim, n_blocks, out + i * row_bytes);
   }
 }
 
-void GenerateRow(uint64_t seed, int layer, uint64_t row, int head_dim,
-                 int scale_block, uint8_t* out) {
+void GenerateRow(uint64_t seed, int layer, uint64_t row, int head_dim, int scale_block,
+                 uint8_t* out) {
   GenerateRows(seed, layer, row, 1, head_dim, scale_block, out);
 }
 
-absl::Status GenerateTable(
-    const GenTableOptions& options,
-    const std::function<void(uint64_t done, uint64_t total)>& progress) {
+absl::Status GenerateTable(const GenTableOptions& options,
+                           const std::function<void(uint64_t done, uint64_t total)>& progress) {
   if (options.out_dir.empty()) {
     return absl::InvalidArgumentError("GenerateTable: out_dir is empty");
   }
   int head_dim, scale_block;
   RETURN_IF_ERROR(ResolveGeometry(options, &head_dim, &scale_block));
   ASSIGN_OR_RETURN(HashLayout layout, BuildPresetLayout(options));
-  ASSIGN_OR_RETURN(TableManifest manifest, TableManifest::ForLayout(options.table_name, options.version,
-                               std::move(layout), head_dim, scale_block));
+  ASSIGN_OR_RETURN(TableManifest manifest,
+                   TableManifest::ForLayout(options.table_name, options.version, std::move(layout),
+                                            head_dim, scale_block));
   const uint64_t total = manifest.total_rows();
-  ASSIGN_OR_RETURN(std::unique_ptr<TableWriter> writer, TableWriter::Create(options.out_dir, std::move(manifest)));
+  ASSIGN_OR_RETURN(std::unique_ptr<TableWriter> writer,
+                   TableWriter::Create(options.out_dir, std::move(manifest)));
 
   constexpr uint64_t kChunkRows = 16384;
   const size_t row_bytes = fp8::RowBytes(head_dim, scale_block);
@@ -337,8 +324,7 @@ absl::Status GenerateTable(
   for (size_t l = 0; l < layers.size(); ++l) {
     for (uint64_t row = 0; row < layers[l].rows; row += kChunkRows) {
       const uint64_t n = std::min(kChunkRows, layers[l].rows - row);
-      GenerateRows(options.seed, static_cast<int>(l), row, n, head_dim,
-                   scale_block, buf.data());
+      GenerateRows(options.seed, static_cast<int>(l), row, n, head_dim, scale_block, buf.data());
       RETURN_IF_ERROR(writer->AppendRows(static_cast<int>(l), buf.data(), n));
       done += n;
       if (progress) progress(done, total);

@@ -47,8 +47,7 @@ struct GenTableOptions {
 
 // The preset's head_dim and scale_block after applying the overrides in
 // `options`; InvalidArgument for an unknown preset or bad geometry.
-absl::Status ResolveGeometry(const GenTableOptions& options, int* head_dim,
-                             int* scale_block);
+absl::Status ResolveGeometry(const GenTableOptions& options, int* head_dim, int* scale_block);
 
 // The layout GenerateTable uses: from options.layout_file if set, else the
 // preset's (primes by WalkPrimes, token map a seeded random surjection);
@@ -57,9 +56,8 @@ absl::StatusOr<HashLayout> BuildPresetLayout(const GenTableOptions& options);
 
 // Writes the table to options.out_dir (streaming, 16k-row chunks through
 // TableWriter). progress(done_rows, total_rows) may be empty.
-absl::Status GenerateTable(
-    const GenTableOptions& options,
-    const std::function<void(uint64_t done, uint64_t total)>& progress);
+absl::Status GenerateTable(const GenTableOptions& options,
+                           const std::function<void(uint64_t done, uint64_t total)>& progress);
 
 // The bytes of stored row `row` of layer `layer` (an index into the layout's
 // layers) exactly as GenerateTable writes them: head_dim e4m3 codes drawn
@@ -67,25 +65,25 @@ absl::Status GenerateTable(
 // near the e4m3 range) then head_dim / scale_block e8m0 scales in 119..123
 // (2^-8..2^-4). out must hold head_dim + head_dim / scale_block bytes.
 // Thread-safe.
-void GenerateRow(uint64_t seed, int layer, uint64_t row, int head_dim,
-                 int scale_block, uint8_t* out);
+void GenerateRow(uint64_t seed, int layer, uint64_t row, int head_dim, int scale_block,
+                 uint8_t* out);
 
 // GenerateRow for rows [first, first + n), written consecutively.
-void GenerateRows(uint64_t seed, int layer, uint64_t first, uint64_t n,
-                  int head_dim, int scale_block, uint8_t* out);
+void GenerateRows(uint64_t seed, int layer, uint64_t first, uint64_t n, int head_dim,
+                  int scale_block, uint8_t* out);
 
 // The reference prime walk: one set of used primes across all layers and
 // orders; each (layer, order) starts from engram_vocab_size - 1 and takes,
 // head by head, the smallest prime greater than the current start that is
 // not used yet, which becomes the next start. Result [n_layers][n_orders]
 // [n_heads].
-std::vector<std::vector<std::vector<int64_t>>> WalkPrimes(
-    int n_layers, int n_orders, int n_heads, int64_t engram_vocab_size);
+std::vector<std::vector<std::vector<int64_t>>> WalkPrimes(int n_layers, int n_orders, int n_heads,
+                                                          int64_t engram_vocab_size);
 
 // A seeded random surjection of vocab_size tokens onto ids 0..n_ids-1 with
 // token pad_id -> pad_id. REQUIRES: pad_id < n_ids <= vocab_size.
-std::vector<int64_t> RandomTokenMap(uint64_t seed, int64_t vocab_size,
-                                    int64_t n_ids, int64_t pad_id);
+std::vector<int64_t> RandomTokenMap(uint64_t seed, int64_t vocab_size, int64_t n_ids,
+                                    int64_t pad_id);
 
 }  // namespace engram
 

@@ -22,16 +22,16 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path TestDir(const std::string& tag) {
-  fs::path d = fs::path(::testing::TempDir()) /
-               ("table_gen_test_" + tag + "_" + std::to_string(::getpid()));
+  fs::path d =
+      fs::path(::testing::TempDir()) / ("table_gen_test_" + tag + "_" + std::to_string(::getpid()));
   fs::remove_all(d);
   return d;
 }
 
 TEST(WalkPrimes, TinyVocab) {
   const auto p = WalkPrimes(2, 3, 2, 10);
-  const std::vector<std::vector<std::vector<int64_t>>> want = {
-      {{11, 13}, {17, 19}, {23, 29}}, {{31, 37}, {41, 43}, {47, 53}}};
+  const std::vector<std::vector<std::vector<int64_t>>> want = {{{11, 13}, {17, 19}, {23, 29}},
+                                                               {{31, 37}, {41, 43}, {47, 53}}};
   EXPECT_EQ(p, want);
 }
 
@@ -54,11 +54,9 @@ TEST(BuildPresetLayout, V41) {
   EXPECT_EQ(l->max_ngram_size, 4);
   EXPECT_EQ(l->n_heads, 8);
   EXPECT_EQ(l->n_cols(), 24);
-  EXPECT_EQ(
-      l->multipliers,
-      (std::vector<std::vector<int64_t>>{
-          {76632096046245, 4839876093313, 35959672319349, 73987337458391},
-          {67716810739261, 51510806800915, 30921347202721, 82619226485591}}));
+  EXPECT_EQ(l->multipliers, (std::vector<std::vector<int64_t>>{
+                                {76632096046245, 4839876093313, 35959672319349, 73987337458391},
+                                {67716810739261, 51510806800915, 30921347202721, 82619226485591}}));
   std::set<int64_t> primes;
   for (int layer = 0; layer < 2; ++layer) {
     int64_t rows = 0;
@@ -125,8 +123,7 @@ TEST(BuildPresetLayout, Overrides) {
 
   GenTableOptions bad;
   bad.preset = "huge";
-  EXPECT_EQ(BuildPresetLayout(bad).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(BuildPresetLayout(bad).status().code(), absl::StatusCode::kInvalidArgument);
   int hd, sb;
   bad.preset = "small";
   ASSERT_TRUE(ResolveGeometry(bad, &hd, &sb).ok());
@@ -196,8 +193,8 @@ TEST_F(GenTableTest, RowsMatchGenerateRowAndVerify) {
     }
     bytes += all.size();
   }
-  const int distinct = static_cast<int>(std::count_if(
-      hist.begin(), hist.end(), [](uint64_t c) { return c > 0; }));
+  const int distinct =
+      static_cast<int>(std::count_if(hist.begin(), hist.end(), [](uint64_t c) { return c > 0; }));
   const uint64_t most = *std::max_element(hist.begin(), hist.end());
   EXPECT_GE(distinct, 20);
   EXPECT_LT(most, bytes / 5);
@@ -247,9 +244,7 @@ TEST(GenerateRow, Speed) {
   for (uint64_t first = 0; first < kRows; first += 16384) {
     GenerateRows(1, 0, first, 16384, 256, 32, buf.data());
   }
-  const double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
-          .count();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double mbps = kRows * 264 / 1e6 / secs;
   std::printf("GenerateRows: %.0f MB/s (v41 rows, one core)\n", mbps);
   RecordProperty("generate_mb_per_s", static_cast<int>(mbps));

@@ -35,12 +35,10 @@ absl::Status Bad(absl::string_view msg) {
 absl::Status WriteFileAtomic(const std::string& dir, const std::string& path,
                              std::string_view data) {
   const std::string tmp = path + ".tmp";
-  const int fd =
-      ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return ErrnoStatus(absl::StrCat("cannot create ", tmp), errno);
   absl::Status s = PwriteFully(fd, data.data(), data.size(), 0, tmp);
-  if (s.ok() && ::fsync(fd) != 0)
-    s = ErrnoStatus(absl::StrCat("fsync ", tmp), errno);
+  if (s.ok() && ::fsync(fd) != 0) s = ErrnoStatus(absl::StrCat("fsync ", tmp), errno);
   ::close(fd);
   if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
     s = ErrnoStatus(absl::StrCat("rename ", tmp, " -> ", path), errno);
@@ -49,8 +47,7 @@ absl::Status WriteFileAtomic(const std::string& dir, const std::string& path,
     ::unlink(tmp.c_str());
     return s;
   }
-  if (const int dfd = ::open(dir.empty() ? "." : dir.c_str(),
-                             O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (const int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
       dfd >= 0) {
     ::fsync(dfd);
     ::close(dfd);
@@ -82,15 +79,13 @@ absl::Status Get(const json& j, const char* key, absl::string_view at, T* out) {
       return absl::OkStatus();
     }
   }
-  return Bad(absl::StrCat(
-      at, "member \"", key, "\" must be ",
-      std::is_same_v<T, std::string> ? "a string" : "an integer in range"));
+  return Bad(absl::StrCat(at, "member \"", key, "\" must be ",
+                          std::is_same_v<T, std::string> ? "a string" : "an integer in range"));
 }
 
 bool WellFormedChecksum(std::string_view c) {
   constexpr std::string_view kPrefix = "xxh3_64:";
-  if (c.size() != kPrefix.size() + 16 ||
-      c.substr(0, kPrefix.size()) != kPrefix) {
+  if (c.size() != kPrefix.size() + 16 || c.substr(0, kPrefix.size()) != kPrefix) {
     return false;
   }
   for (char ch : c.substr(kPrefix.size())) {
@@ -129,19 +124,15 @@ absl::StatusOr<LayerInfo> LayerFromJson(const json& j, size_t i) {
   LayerInfo l;
   std::string weight_dtype, scale_dtype;
   RETURN_IF_ERROR(FirstError(
-          {Get(j, "index", at, &l.index), Get(j, "layer_id", at, &l.layer_id),
-           Get(j, "rows", at, &l.rows), Get(j, "head_dim", at, &l.head_dim),
-           Get(j, "scale_block", at, &l.scale_block),
-           Get(j, "row_bytes", at, &l.row_bytes),
-           Get(j, "weight_dtype", at, &weight_dtype),
-           Get(j, "scale_dtype", at, &scale_dtype),
-           Get(j, "weight_tensor", at, &l.weight_tensor),
-           Get(j, "scale_tensor", at, &l.scale_tensor),
-           Get(j, "checksum", at, &l.checksum)}));
+      {Get(j, "index", at, &l.index), Get(j, "layer_id", at, &l.layer_id),
+       Get(j, "rows", at, &l.rows), Get(j, "head_dim", at, &l.head_dim),
+       Get(j, "scale_block", at, &l.scale_block), Get(j, "row_bytes", at, &l.row_bytes),
+       Get(j, "weight_dtype", at, &weight_dtype), Get(j, "scale_dtype", at, &scale_dtype),
+       Get(j, "weight_tensor", at, &l.weight_tensor), Get(j, "scale_tensor", at, &l.scale_tensor),
+       Get(j, "checksum", at, &l.checksum)}));
   if (weight_dtype != kWeightDtype || scale_dtype != kScaleDtype) {
     return Bad(absl::StrCat(at, "dtypes ", weight_dtype, "/", scale_dtype,
-                            " unsupported; expected ", kWeightDtype, "/",
-                            kScaleDtype));
+                            " unsupported; expected ", kWeightDtype, "/", kScaleDtype));
   }
   return l;
 }
@@ -150,10 +141,8 @@ absl::StatusOr<LayerInfo> LayerFromJson(const json& j, size_t i) {
 
 // ---------------------------------------------------------------- manifest
 
-absl::StatusOr<TableManifest> TableManifest::ForLayout(std::string table,
-                                                       uint64_t version,
-                                                       HashLayout layout,
-                                                       int head_dim,
+absl::StatusOr<TableManifest> TableManifest::ForLayout(std::string table, uint64_t version,
+                                                       HashLayout layout, int head_dim,
                                                        int scale_block) {
   TableManifest m;
   m.table = std::move(table);
@@ -178,39 +167,35 @@ absl::StatusOr<TableManifest> TableManifest::ForLayout(std::string table,
 absl::Status TableManifest::Validate(bool require_checksums) const {
   if (table.empty()) return Bad("table name is empty");
   if (!SafeRelativePath(rows_file)) {
-    return Bad(absl::StrCat("rows_file \"", rows_file,
-                            "\" must be a relative path inside the table"));
+    return Bad(
+        absl::StrCat("rows_file \"", rows_file, "\" must be a relative path inside the table"));
   }
   RETURN_IF_ERROR(layout.Validate());
   if (static_cast<int>(layers.size()) != layout.n_layers()) {
-    return Bad(absl::StrCat("has ", layers.size(), " layers, the layout has ",
-                            layout.n_layers()));
+    return Bad(absl::StrCat("has ", layers.size(), " layers, the layout has ", layout.n_layers()));
   }
   std::set<std::string> names;
   for (size_t i = 0; i < layers.size(); ++i) {
     const LayerInfo& l = layers[i];
-    const std::string at =
-        absl::StrCat("layers[", i, "] (layer_id ", l.layer_id, "): ");
+    const std::string at = absl::StrCat("layers[", i, "] (layer_id ", l.layer_id, "): ");
     if (l.index != static_cast<int>(i)) {
       return Bad(absl::StrCat(at, "index is ", l.index));
     }
     if (l.layer_id != layout.engram_layer_ids[i]) {
-      return Bad(absl::StrCat(at, "layout.engram_layer_ids[", i, "] is ",
-                              layout.engram_layer_ids[i]));
+      return Bad(
+          absl::StrCat(at, "layout.engram_layer_ids[", i, "] is ", layout.engram_layer_ids[i]));
     }
     if (l.rows != static_cast<uint64_t>(layout.table_rows[i])) {
-      return Bad(absl::StrCat(at, "rows ", l.rows, " != layout.table_rows[", i,
-                              "] ", layout.table_rows[i]));
+      return Bad(absl::StrCat(at, "rows ", l.rows, " != layout.table_rows[", i, "] ",
+                              layout.table_rows[i]));
     }
-    if (l.head_dim <= 0 || l.scale_block <= 0 ||
-        l.head_dim % l.scale_block != 0) {
+    if (l.head_dim <= 0 || l.scale_block <= 0 || l.head_dim % l.scale_block != 0) {
       return Bad(absl::StrCat(at, "head_dim ", l.head_dim,
-                              " must be a positive multiple of scale_block ",
-                              l.scale_block));
+                              " must be a positive multiple of scale_block ", l.scale_block));
     }
     if (l.row_bytes != l.head_dim + l.head_dim / l.scale_block) {
-      return Bad(absl::StrCat(at, "row_bytes ", l.row_bytes, " != head_dim + ",
-                              "head_dim / scale_block"));
+      return Bad(
+          absl::StrCat(at, "row_bytes ", l.row_bytes, " != head_dim + ", "head_dim / scale_block"));
     }
     if (l.weight_tensor.empty() || l.scale_tensor.empty()) {
       return Bad(absl::StrCat(at, "empty tensor name"));
@@ -221,8 +206,7 @@ absl::Status TableManifest::Validate(bool require_checksums) const {
       }
     }
     if (require_checksums && !WellFormedChecksum(l.checksum)) {
-      return Bad(absl::StrCat(at, "checksum \"", l.checksum,
-                              "\" is not \"xxh3_64:<16 hex>\""));
+      return Bad(absl::StrCat(at, "checksum \"", l.checksum, "\" is not \"xxh3_64:<16 hex>\""));
     }
   }
   return absl::OkStatus();
@@ -243,12 +227,10 @@ std::string TableManifest::ToJson() const {
   absl::StrAppend(&out, "  \"rows_file\": ", json(rows_file).dump(), ",\n");
   out += "  \"layers\": [";
   for (size_t i = 0; i < layers.size(); ++i) {
-    absl::StrAppend(&out, i ? ",\n    " : "\n    ",
-                    LayerToJson(layers[i]).dump());
+    absl::StrAppend(&out, i ? ",\n    " : "\n    ", LayerToJson(layers[i]).dump());
   }
   out += "\n  ],\n";
-  absl::StrAppend(&out, "  \"layout\": ", LayoutToJsonValue(layout).dump(),
-                  "\n}\n");
+  absl::StrAppend(&out, "  \"layout\": ", LayoutToJsonValue(layout).dump(), "\n}\n");
   return out;
 }
 
@@ -259,16 +241,15 @@ absl::StatusOr<TableManifest> TableManifest::FromJson(std::string_view text) {
   TableManifest m;
   std::string format;
   uint64_t format_version = 0;
-  RETURN_IF_ERROR(FirstError({Get(j, "format", "", &format),
-                           Get(j, "format_version", "", &format_version)}));
+  RETURN_IF_ERROR(
+      FirstError({Get(j, "format", "", &format), Get(j, "format_version", "", &format_version)}));
   if (format != kTableFormat || format_version != kTableFormatVersion) {
     return Bad(absl::StrCat("format \"", format, "\" version ", format_version,
-                            " unsupported; expected \"", kTableFormat,
-                            "\" version ", kTableFormatVersion));
+                            " unsupported; expected \"", kTableFormat, "\" version ",
+                            kTableFormatVersion));
   }
-  RETURN_IF_ERROR(FirstError({Get(j, "table", "", &m.table),
-                           Get(j, "version", "", &m.version),
-                           Get(j, "rows_file", "", &m.rows_file)}));
+  RETURN_IF_ERROR(FirstError({Get(j, "table", "", &m.table), Get(j, "version", "", &m.version),
+                              Get(j, "rows_file", "", &m.rows_file)}));
   auto lay = j.find("layout");
   if (lay == j.end()) return Bad("missing member \"layout\"");
   ASSIGN_OR_RETURN(HashLayout layout, LayoutFromJsonValue(*lay));
@@ -285,8 +266,7 @@ absl::StatusOr<TableManifest> TableManifest::FromJson(std::string_view text) {
   return m;
 }
 
-absl::StatusOr<TableManifest> TableManifest::Load(
-    const std::string& table_dir) {
+absl::StatusOr<TableManifest> TableManifest::Load(const std::string& table_dir) {
   const std::string path = JoinPath(table_dir, kManifestFile);
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
@@ -295,16 +275,14 @@ absl::StatusOr<TableManifest> TableManifest::Load(
   if (in.bad()) return absl::InternalError(absl::StrCat("cannot read ", path));
   absl::StatusOr<TableManifest> m = FromJson(buf.str());
   if (!m.ok()) {
-    return absl::Status(m.status().code(),
-                        absl::StrCat(path, ": ", m.status().message()));
+    return absl::Status(m.status().code(), absl::StrCat(path, ": ", m.status().message()));
   }
   return m;
 }
 
 absl::Status TableManifest::Save(const std::string& table_dir) const {
   RETURN_IF_ERROR(Validate(/*require_checksums=*/true));
-  return WriteFileAtomic(table_dir, JoinPath(table_dir, kManifestFile),
-                         ToJson());
+  return WriteFileAtomic(table_dir, JoinPath(table_dir, kManifestFile), ToJson());
 }
 
 }  // namespace engram

@@ -46,15 +46,13 @@ HashLayout TestLayout() {
 }
 
 uint8_t Byte(int layer, uint64_t row, int j) {
-  return static_cast<uint8_t>((row * 131 + j * 7 + layer * 59 + (row >> 3)) ^
-                              (j * row));
+  return static_cast<uint8_t>((row * 131 + j * 7 + layer * 59 + (row >> 3)) ^ (j * row));
 }
 
 std::vector<uint8_t> LayerRows(int layer, uint64_t rows) {
   std::vector<uint8_t> v(rows * kRowBytes);
   for (uint64_t r = 0; r < rows; ++r) {
-    for (int j = 0; j < kRowBytes; ++j)
-      v[r * kRowBytes + j] = Byte(layer, r, j);
+    for (int j = 0; j < kRowBytes; ++j) v[r * kRowBytes + j] = Byte(layer, r, j);
   }
   return v;
 }
@@ -64,8 +62,8 @@ class TableTest : public ::testing::Test {
   void SetUp() override {
     dir_ = fs::path(::testing::TempDir()) /
            (std::string("table_test_") +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name() +
-            "_" + std::to_string(::getpid()));
+            ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_" +
+            std::to_string(::getpid()));
     fs::remove_all(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
@@ -84,12 +82,10 @@ class TableTest : public ::testing::Test {
       pos.push_back(0);
     }
     const uint64_t chunks[] = {1, 7, 1000, 3, 500};
-    for (int step = 0; pos[0] < m->layers[0].rows || pos[1] < m->layers[1].rows;
-         ++step) {
+    for (int step = 0; pos[0] < m->layers[0].rows || pos[1] < m->layers[1].rows; ++step) {
       const int l = step % 2;
       const uint64_t n = std::min(chunks[step % 5], m->layers[l].rows - pos[l]);
-      ASSERT_TRUE(
-          (*w)->AppendRows(l, data[l].data() + pos[l] * kRowBytes, n).ok());
+      ASSERT_TRUE((*w)->AppendRows(l, data[l].data() + pos[l] * kRowBytes, n).ok());
       pos[l] += n;
     }
     ASSERT_TRUE((*w)->Finish().ok());
@@ -116,21 +112,18 @@ TEST_F(TableTest, WriteReadVerify) {
 
   for (int l = 0; l < 2; ++l) {
     const std::vector<uint8_t> want = LayerRows(l, m.layers[l].rows);
-    EXPECT_EQ(m.layers[l].checksum,
-              FormatChecksum(XXH3_64bits(want.data(), want.size())));
+    EXPECT_EQ(m.layers[l].checksum, FormatChecksum(XXH3_64bits(want.data(), want.size())));
     std::vector<uint8_t> got(want.size());
     ASSERT_TRUE((*r)->ReadRows(l, 0, m.layers[l].rows, got.data()).ok());
     EXPECT_EQ(got, want);
     // Partial ranges and single rows.
     std::vector<uint8_t> part(37 * kRowBytes);
     ASSERT_TRUE((*r)->ReadRows(l, 1000, 37, part.data()).ok());
-    EXPECT_TRUE(
-        std::equal(part.begin(), part.end(), want.begin() + 1000 * kRowBytes));
+    EXPECT_TRUE(std::equal(part.begin(), part.end(), want.begin() + 1000 * kRowBytes));
     uint8_t row[kRowBytes];
     const uint64_t last = m.layers[l].rows - 1;
     ASSERT_TRUE((*r)->ReadRow(l, last, row).ok());
-    EXPECT_TRUE(
-        std::equal(row, row + kRowBytes, want.begin() + last * kRowBytes));
+    EXPECT_TRUE(std::equal(row, row + kRowBytes, want.begin() + last * kRowBytes));
   }
   uint64_t calls = 0, last_done = 0, last_total = 0;
   EXPECT_TRUE((*r)->VerifyChecksums([&](uint64_t done, uint64_t total) {
@@ -152,10 +145,8 @@ TEST_F(TableTest, ReadBoundsChecked) {
   EXPECT_EQ((*r)->ReadRow(2, 0, buf).code(), absl::StatusCode::kOutOfRange);
   EXPECT_EQ((*r)->ReadRow(-1, 0, buf).code(), absl::StatusCode::kOutOfRange);
   EXPECT_EQ((*r)->ReadRow(0, 2032, buf).code(), absl::StatusCode::kOutOfRange);
-  EXPECT_EQ((*r)->ReadRows(0, 2031, 2, buf).code(),
-            absl::StatusCode::kOutOfRange);
-  EXPECT_EQ((*r)->ReadRows(0, 1, UINT64_MAX, buf).code(),
-            absl::StatusCode::kOutOfRange);
+  EXPECT_EQ((*r)->ReadRows(0, 2031, 2, buf).code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ((*r)->ReadRows(0, 1, UINT64_MAX, buf).code(), absl::StatusCode::kOutOfRange);
   EXPECT_TRUE((*r)->ReadRows(0, 2032, 0, buf).ok());
 }
 
@@ -190,8 +181,7 @@ TEST_F(TableTest, TruncatedRowsFile) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << r.status();
   EXPECT_NE(r.status().message().find("rows.safetensors"), std::string::npos);
-  EXPECT_NE(r.status().message().find("layers.14.engram.embed.scale"),
-            std::string::npos)
+  EXPECT_NE(r.status().message().find("layers.14.engram.embed.scale"), std::string::npos)
       << r.status();
   // Truncated inside the header.
   fs::resize_file(RowsPath(), 40);
@@ -209,8 +199,7 @@ TEST_F(TableTest, ManifestRowsDisagreeWithShape) {
   auto r = TableReader::Open(dir_.string());
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(r.status().message().find("layers.1.engram.embed.weight"),
-            std::string::npos)
+  EXPECT_NE(r.status().message().find("layers.1.engram.embed.weight"), std::string::npos)
       << r.status();
   EXPECT_NE(r.status().message().find("shape"), std::string::npos);
 
@@ -264,15 +253,11 @@ TEST_F(TableTest, ExtraTensorsAnyOrderTolerated) {
   };
   std::vector<Part> parts = {
       {{"model.norm.weight", "BF16", {4}, 0, 0}, std::vector<uint8_t>(8, 0x3F)},
-      {{"layers.14.engram.embed.scale", "F8_E8M0", {2168, 2}, 0, 0},
-       split(l1, true)},
-      {{"layers.1.engram.embed.weight", "F8_E4M3", {2032, 64}, 0, 0},
-       split(l0, false)},
+      {{"layers.14.engram.embed.scale", "F8_E8M0", {2168, 2}, 0, 0}, split(l1, true)},
+      {{"layers.1.engram.embed.weight", "F8_E4M3", {2032, 64}, 0, 0}, split(l0, false)},
       {{"layers.1.ffn.w1", "F32", {2, 3}, 0, 0}, std::vector<uint8_t>(24, 1)},
-      {{"layers.14.engram.embed.weight", "F8_E4M3", {2168, 64}, 0, 0},
-       split(l1, false)},
-      {{"layers.1.engram.embed.scale", "F8_E8M0", {2032, 2}, 0, 0},
-       split(l0, true)},
+      {{"layers.14.engram.embed.weight", "F8_E4M3", {2168, 64}, 0, 0}, split(l1, false)},
+      {{"layers.1.engram.embed.scale", "F8_E8M0", {2032, 2}, 0, 0}, split(l0, true)},
   };
   uint64_t cur = 0;
   std::vector<SafetensorsTensor> tensors;
@@ -318,14 +303,11 @@ TEST_F(TableTest, WriterErrorsLeaveNoManifest) {
   ASSERT_TRUE(w.ok()) << w.status();
   std::vector<uint8_t> rows = LayerRows(0, 2032);
   EXPECT_TRUE((*w)->AppendRows(0, rows.data(), 2000).ok());
-  EXPECT_EQ((*w)->AppendRows(0, rows.data(), 33).code(),
-            absl::StatusCode::kOutOfRange);
-  EXPECT_EQ((*w)->AppendRows(5, rows.data(), 1).code(),
-            absl::StatusCode::kOutOfRange);
+  EXPECT_EQ((*w)->AppendRows(0, rows.data(), 33).code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ((*w)->AppendRows(5, rows.data(), 1).code(), absl::StatusCode::kOutOfRange);
   EXPECT_EQ((*w)->Finish().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_FALSE(fs::exists(dir_ / "manifest.json"));
-  EXPECT_EQ(TableReader::Open(dir_.string()).status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ(TableReader::Open(dir_.string()).status().code(), absl::StatusCode::kNotFound);
 
   // Geometry errors are caught at Create.
   m->layers[0].scale_block = 48;
@@ -342,10 +324,9 @@ std::string Header(const std::string& json_text, uint64_t declared_len = 0) {
 }
 
 TEST(Safetensors, ParsesAndRejects) {
-  const std::string ok_json =
-      R"({"a":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]},)"
-      R"("b":{"dtype":"X9","shape":[3],"data_offsets":[16,19]},)"
-      R"("__metadata__":{"k":"v"}})";
+  const std::string ok_json = R"({"a":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]},)"
+                              R"("b":{"dtype":"X9","shape":[3],"data_offsets":[16,19]},)"
+                              R"("__metadata__":{"k":"v"}})";
   std::string f = Header(ok_json);
   auto h = ParseSafetensorsHeader(f, f.size() + 19, "f");
   ASSERT_TRUE(h.ok()) << h.status();
@@ -366,24 +347,19 @@ TEST(Safetensors, ParsesAndRejects) {
   EXPECT_EQ(ParseSafetensorsHeader(longer, longer.size(), "f").status().code(),
             absl::StatusCode::kDataLoss);
   // Overlap.
-  std::string overlap =
-      Header(R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},)"
-             R"("b":{"dtype":"U8","shape":[4],"data_offsets":[3,7]}})");
-  EXPECT_EQ(
-      ParseSafetensorsHeader(overlap, overlap.size() + 8, "f").status().code(),
-      absl::StatusCode::kInvalidArgument);
+  std::string overlap = Header(R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},)"
+                               R"("b":{"dtype":"U8","shape":[4],"data_offsets":[3,7]}})");
+  EXPECT_EQ(ParseSafetensorsHeader(overlap, overlap.size() + 8, "f").status().code(),
+            absl::StatusCode::kInvalidArgument);
   // Shape * dtype size != extent.
-  std::string extent =
-      Header(R"({"a":{"dtype":"BF16","shape":[4],"data_offsets":[0,4]}})");
+  std::string extent = Header(R"({"a":{"dtype":"BF16","shape":[4],"data_offsets":[0,4]}})");
   auto e = ParseSafetensorsHeader(extent, extent.size() + 8, "f");
   EXPECT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(e.status().message().find("needs 8 bytes"), std::string::npos)
-      << e.status();
+  EXPECT_NE(e.status().message().find("needs 8 bytes"), std::string::npos) << e.status();
   // Not JSON; begin > end.
   std::string junk = Header("{not json");
   EXPECT_FALSE(ParseSafetensorsHeader(junk, junk.size(), "f").ok());
-  std::string rev =
-      Header(R"({"a":{"dtype":"U8","shape":[0],"data_offsets":[4,0]}})");
+  std::string rev = Header(R"({"a":{"dtype":"U8","shape":[0],"data_offsets":[4,0]}})");
   EXPECT_FALSE(ParseSafetensorsHeader(rev, rev.size() + 8, "f").ok());
 }
 

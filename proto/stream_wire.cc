@@ -40,10 +40,10 @@ void EncodeHello(uint32_t version, uint8_t out[kHelloBytes]) {
 
 absl::StatusOr<uint32_t> DecodeHello(const uint8_t in[kHelloBytes]) {
   if (std::memcmp(in, kMagic, sizeof(kMagic)) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "not an Engram row stream: its first bytes are \"",
-        absl::CHexEscape(absl::string_view(reinterpret_cast<const char*>(in), 8)),
-        "\", not \"ENGRAMRS\""));
+    return absl::InvalidArgumentError(
+        absl::StrCat("not an Engram row stream: its first bytes are \"",
+                     absl::CHexEscape(absl::string_view(reinterpret_cast<const char*>(in), 8)),
+                     "\", not \"ENGRAMRS\""));
   }
   const uint32_t version = Get32(in + 8);
   if (version == 0) return absl::InvalidArgumentError("row stream hello with version 0");

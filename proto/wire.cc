@@ -61,16 +61,15 @@ grpc::Slice AllocateSlice(size_t size, uint8_t** data) {
 }
 
 absl::Status Malformed(std::string_view message, std::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      "malformed ", std::string(message), ": ", std::string(what)));
+  return absl::InvalidArgumentError(
+      absl::StrCat("malformed ", std::string(message), ": ", std::string(what)));
 }
 
 // Sequential reader over a message held in one or more byte chunks. Reads
 // past the end fail (return false) instead of reading out of bounds.
 class Reader {
  public:
-  explicit Reader(std::span<const std::span<const uint8_t>> chunks)
-      : chunks_(chunks) {
+  explicit Reader(std::span<const std::span<const uint8_t>> chunks) : chunks_(chunks) {
     for (const auto& chunk : chunks_) size_ += chunk.size();
     Load();
   }
@@ -219,8 +218,7 @@ bool ReadTag(Reader& r, uint64_t* tag) {
   return r.ReadVarint(tag) && (*tag >> 3) != 0 && *tag <= 0xffffffffu;
 }
 
-absl::Status ParseLayerRows(Reader& r, size_t end, size_t max_rows,
-                            LookupQuery* query) {
+absl::Status ParseLayerRows(Reader& r, size_t end, size_t max_rows, LookupQuery* query) {
   constexpr std::string_view kWhat = "LookupRequest.layers";
   LayerRange range;
   range.begin = query->ids.size();
@@ -288,15 +286,13 @@ absl::Status ParseRequest(Reader& r, size_t max_rows, LookupQuery* query) {
       query->table.resize(length);
       r.Copy(length, reinterpret_cast<uint8_t*>(query->table.data()));
     } else if (field == kRequestVersion && wire_type == kVarint) {
-      if (!r.ReadVarint(&query->version))
-        return Malformed(kWhat, "bad version");
+      if (!r.ReadVarint(&query->version)) return Malformed(kWhat, "bad version");
     } else if (field == kRequestLayers && wire_type == kLengthDelimited) {
       size_t length, layer_end;
       if (!ReadLength(r, end, &length, &layer_end)) {
         return Malformed(kWhat, "bad layers length");
       }
-      if (absl::Status s = ParseLayerRows(r, layer_end, max_rows, query);
-          !s.ok()) {
+      if (absl::Status s = ParseLayerRows(r, layer_end, max_rows, query); !s.ok()) {
         return s;
       }
       if (r.position() != layer_end) {
@@ -313,11 +309,9 @@ absl::Status ParseRequest(Reader& r, size_t max_rows, LookupQuery* query) {
 // take_rows(reader, length) when its length is `rows_bytes` (skipping it
 // otherwise); returns the version.
 template <typename TakeRows>
-absl::StatusOr<uint64_t> DecodeResponse(Reader& r, size_t rows_bytes,
-                                        TakeRows&& take_rows) {
+absl::StatusOr<uint64_t> DecodeResponse(Reader& r, size_t rows_bytes, TakeRows&& take_rows) {
   auto malformed = [](std::string_view what) {
-    return absl::InternalError(
-        absl::StrCat("malformed LookupResponse: ", std::string(what)));
+    return absl::InternalError(absl::StrCat("malformed LookupResponse: ", std::string(what)));
   };
   uint64_t version = 0;
   size_t rows_length = 0;  // of the last rows field; absent = empty
@@ -345,16 +339,14 @@ absl::StatusOr<uint64_t> DecodeResponse(Reader& r, size_t rows_bytes,
   }
   if (rows_length != rows_bytes) {
     return absl::InternalError(
-        absl::StrCat("LookupResponse carries ", rows_length,
-                     " row bytes, expected ", rows_bytes));
+        absl::StrCat("LookupResponse carries ", rows_length, " row bytes, expected ", rows_bytes));
   }
   return version;
 }
 
 absl::StatusOr<uint64_t> DecodeResponse(Reader& r, std::span<uint8_t> rows_out) {
-  return DecodeResponse(r, rows_out.size(), [&](Reader& reader, size_t n) {
-    reader.Copy(n, rows_out.data());
-  });
+  return DecodeResponse(r, rows_out.size(),
+                        [&](Reader& reader, size_t n) { reader.Copy(n, rows_out.data()); });
 }
 
 // Calls fn(Reader&) over the bytes of `buffer`, without copying them.
@@ -385,8 +377,7 @@ absl::Status ParseLookupRequest(std::span<const uint8_t> bytes, size_t max_rows,
 
 absl::Status ParseLookupRequest(const grpc::ByteBuffer& buffer, size_t max_rows,
                                 LookupQuery* query) {
-  return WithReader(
-      buffer, [&](Reader& r) { return ParseRequest(r, max_rows, query); });
+  return WithReader(buffer, [&](Reader& r) { return ParseRequest(r, max_rows, query); });
 }
 
 grpc::Slice EncodeLookupRequest(std::string_view table, uint64_t version,
@@ -446,8 +437,7 @@ size_t LookupResponseSize(uint64_t version, size_t rows_bytes) {
   return size;
 }
 
-grpc::Slice NewLookupResponse(uint64_t version, size_t rows_bytes,
-                              uint8_t** rows) {
+grpc::Slice NewLookupResponse(uint64_t version, size_t rows_bytes, uint8_t** rows) {
   const size_t size = LookupResponseSize(version, rows_bytes);
   if (size == 0) {
     *rows = nullptr;
@@ -473,8 +463,7 @@ uint8_t* WriteLookupResponseFraming(uint64_t version, size_t rows_bytes, uint8_t
 
 absl::StatusOr<uint64_t> DecodeLookupResponse(const grpc::ByteBuffer& buffer,
                                               std::span<uint8_t> rows_out) {
-  return WithReader(buffer,
-                    [&](Reader& r) { return DecodeResponse(r, rows_out); });
+  return WithReader(buffer, [&](Reader& r) { return DecodeResponse(r, rows_out); });
 }
 
 absl::StatusOr<uint64_t> DecodeLookupResponse(std::span<const uint8_t> bytes,
@@ -483,8 +472,7 @@ absl::StatusOr<uint64_t> DecodeLookupResponse(std::span<const uint8_t> bytes,
   return DecodeResponse(r, rows_out);
 }
 
-absl::StatusOr<uint64_t> LocateLookupResponseRows(const grpc::ByteBuffer& buffer,
-                                                  size_t rows_bytes,
+absl::StatusOr<uint64_t> LocateLookupResponseRows(const grpc::ByteBuffer& buffer, size_t rows_bytes,
                                                   ResponseRows* rows) {
   rows->slices.clear();
   rows->spans.clear();

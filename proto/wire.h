@@ -92,8 +92,7 @@ size_t LookupResponseSize(uint64_t version, size_t rows_bytes);
 // bytes, for the caller to fill before the slice is sent; it stays valid as
 // long as any copy of the slice lives. The result is byte-identical to
 // protobuf's serialization once the rows are filled in.
-grpc::Slice NewLookupResponse(uint64_t version, size_t rows_bytes,
-                              uint8_t** rows);
+grpc::Slice NewLookupResponse(uint64_t version, size_t rows_bytes, uint8_t** rows);
 // The same framing written into caller-owned memory `out` of exactly
 // LookupResponseSize(version, rows_bytes) bytes (e.g. a pooled buffer);
 // returns the address of the rows field's bytes.
@@ -122,8 +121,7 @@ struct ResponseRows {
 // Like DecodeLookupResponse(buffer, rows_out) with rows_out.size() ==
 // rows_bytes, but fills *rows instead of copying the rows field. The spans
 // total rows_bytes on success; on error *rows is unspecified.
-absl::StatusOr<uint64_t> LocateLookupResponseRows(const grpc::ByteBuffer& buffer,
-                                                  size_t rows_bytes,
+absl::StatusOr<uint64_t> LocateLookupResponseRows(const grpc::ByteBuffer& buffer, size_t rows_bytes,
                                                   ResponseRows* rows);
 
 }  // namespace engram::wire

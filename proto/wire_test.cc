@@ -28,9 +28,8 @@ struct Flat {
 Flat FromProto(const v1::LookupRequest& request) {
   Flat flat{request.table(), request.version(), {}};
   for (const v1::LayerRows& l : request.layers()) {
-    flat.layers.emplace_back(
-        l.layer(),
-        std::vector<uint64_t>(l.row_ids().begin(), l.row_ids().end()));
+    flat.layers.emplace_back(l.layer(),
+                             std::vector<uint64_t>(l.row_ids().begin(), l.row_ids().end()));
   }
   return flat;
 }
@@ -38,9 +37,8 @@ Flat FromProto(const v1::LookupRequest& request) {
 Flat FromQuery(const LookupQuery& query) {
   Flat flat{query.table, query.version, {}};
   for (const LayerRange& l : query.layers) {
-    flat.layers.emplace_back(
-        l.layer, std::vector<uint64_t>(query.ids.begin() + l.begin,
-                                       query.ids.begin() + l.begin + l.count));
+    flat.layers.emplace_back(l.layer, std::vector<uint64_t>(query.ids.begin() + l.begin,
+                                                            query.ids.begin() + l.begin + l.count));
   }
   return flat;
 }
@@ -62,8 +60,7 @@ std::span<const uint8_t> Bytes(const std::string& s) {
 }
 
 std::string SliceString(const grpc::Slice& slice) {
-  return std::string(reinterpret_cast<const char*>(slice.begin()),
-                     slice.size());
+  return std::string(reinterpret_cast<const char*>(slice.begin()), slice.size());
 }
 
 // `bytes` as a ByteBuffer cut at the given offsets (one slice per piece).
@@ -98,8 +95,7 @@ TEST(WireRequest, EncodeMatchesProtobufSerializer) {
   for (const Flat& flat : SampleRequests()) {
     std::vector<LayerRowIds> layers;
     for (const auto& [layer, ids] : flat.layers) layers.push_back({layer, ids});
-    const grpc::Slice slice =
-        EncodeLookupRequest(flat.table, flat.version, layers);
+    const grpc::Slice slice = EncodeLookupRequest(flat.table, flat.version, layers);
     EXPECT_EQ(SliceString(slice), ToProto(flat).SerializeAsString());
   }
 }
@@ -111,8 +107,7 @@ TEST(WireRequest, ParsesProtobufSerialization) {
     ASSERT_TRUE(ParseLookupRequest(Bytes(bytes), kNoLimit, &query).ok());
     EXPECT_EQ(FromQuery(query), flat);
     // The same through a ByteBuffer cut into three slices.
-    const grpc::ByteBuffer buffer =
-        Split(bytes, {bytes.size() / 3, bytes.size() / 2});
+    const grpc::ByteBuffer buffer = Split(bytes, {bytes.size() / 3, bytes.size() / 2});
     ASSERT_TRUE(ParseLookupRequest(buffer, kNoLimit, &query).ok());
     EXPECT_EQ(FromQuery(query), flat);
   }
@@ -120,14 +115,11 @@ TEST(WireRequest, ParsesProtobufSerialization) {
 
 TEST(WireRequest, ParsesEverySliceBoundary) {
   const std::string bytes =
-      ToProto(Flat{"table", 300, {{1, {1, 300, ~uint64_t{0}}}, {2, {77}}}})
-          .SerializeAsString();
+      ToProto(Flat{"table", 300, {{1, {1, 300, ~uint64_t{0}}}, {2, {77}}}}).SerializeAsString();
   LookupQuery query;
   for (size_t a = 0; a <= bytes.size(); ++a) {
     for (size_t b = a; b <= bytes.size(); ++b) {
-      ASSERT_TRUE(
-          ParseLookupRequest(Split(bytes, {a, b}), kNoLimit, &query).ok())
-          << a << "," << b;
+      ASSERT_TRUE(ParseLookupRequest(Split(bytes, {a, b}), kNoLimit, &query).ok()) << a << "," << b;
       ASSERT_EQ(ToProto(FromQuery(query)).SerializeAsString(), bytes);
     }
   }
@@ -171,27 +163,23 @@ class RawWriter {
   }
 
  private:
-  void Tag(uint32_t field, uint32_t wire_type) {
-    out_.WriteTag(field << 3 | wire_type);
-  }
+  void Tag(uint32_t field, uint32_t wire_type) { out_.WriteTag(field << 3 | wire_type); }
   std::string buffer_;
   google::protobuf::io::StringOutputStream string_out_{&buffer_};
   google::protobuf::io::CodedOutputStream out_;
 };
 
 TEST(WireRequest, AcceptsWhatProtobufAccepts) {
-  const std::string unknown_group =
-      RawWriter().Varint(1, 5).Bytes(2, "zz").Done();
-  const std::string layer_a =
-      RawWriter()
-          .Varint(2, 11)  // unpacked id
-          .Fixed32(9, 1)
-          .Bytes(2, RawWriter().Done())  // empty packed
-          .Varint(1, 4)
-          .Varint(2, 12)
-          .Group(15, unknown_group)
-          .Varint(1, (uint64_t{1} << 33) | 6)  // truncates
-          .Done();
+  const std::string unknown_group = RawWriter().Varint(1, 5).Bytes(2, "zz").Done();
+  const std::string layer_a = RawWriter()
+                                  .Varint(2, 11)  // unpacked id
+                                  .Fixed32(9, 1)
+                                  .Bytes(2, RawWriter().Done())  // empty packed
+                                  .Varint(1, 4)
+                                  .Varint(2, 12)
+                                  .Group(15, unknown_group)
+                                  .Varint(1, (uint64_t{1} << 33) | 6)  // truncates
+                                  .Done();
   const std::string request = RawWriter()
                                   .Varint(2, 9)
                                   .Bytes(1, "old")
@@ -216,8 +204,7 @@ TEST(WireRequest, AcceptsWhatProtobufAccepts) {
 TEST(WireRequest, TruncatedInputMatchesProtobuf) {
   const std::string unknown = RawWriter().Fixed64(20, 1).Group(21, "").Done();
   const std::string bytes =
-      ToProto(Flat{"tbl", 1234567, {{3, {1, 200, 70000}}, {4, {1ull << 60}}}})
-          .SerializeAsString() +
+      ToProto(Flat{"tbl", 1234567, {{3, {1, 200, 70000}}, {4, {1ull << 60}}}}).SerializeAsString() +
       unknown;
   LookupQuery query;
   int failures = 0;
@@ -225,8 +212,7 @@ TEST(WireRequest, TruncatedInputMatchesProtobuf) {
     const std::string prefix = bytes.substr(0, n);
     v1::LookupRequest proto;
     const bool proto_ok = proto.ParseFromString(prefix);
-    const absl::Status ours =
-        ParseLookupRequest(Bytes(prefix), kNoLimit, &query);
+    const absl::Status ours = ParseLookupRequest(Bytes(prefix), kNoLimit, &query);
     ASSERT_EQ(ours.ok(), proto_ok) << "prefix " << n << ": " << ours;
     if (proto_ok) {
       EXPECT_EQ(FromQuery(query), FromProto(proto));
@@ -241,14 +227,12 @@ TEST(WireRequest, TruncatedInputMatchesProtobuf) {
 TEST(WireRequest, RejectsMalformedInput) {
   LookupQuery query;
   for (const std::string& bad : {
-           std::string("\x00", 1),  // field number 0
-           std::string("\x0f"),     // wire type 7
-           std::string("\x0c"),     // stray end group
-           std::string(
-               "\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01"),  // 11-byte
-                                                                     // varint
-           std::string(
-               "\x1a\x05\x12\x09\x01\x02\x03"),  // packed ids past entry
+           std::string("\x00", 1),                                           // field number 0
+           std::string("\x0f"),                                              // wire type 7
+           std::string("\x0c"),                                              // stray end group
+           std::string("\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01"),  // 11-byte
+                                                                             // varint
+           std::string("\x1a\x05\x12\x09\x01\x02\x03"),  // packed ids past entry
            std::string("\x0a\x7f"
                        "abc"),           // table past the end
            std::string("\x0b\x10\x01"),  // unterminated group
@@ -261,8 +245,7 @@ TEST(WireRequest, RejectsMalformedInput) {
 }
 
 TEST(WireRequest, RowLimit) {
-  const std::string bytes =
-      ToProto(Flat{"", 0, {{0, {1, 2, 3}}, {1, {4, 5}}}}).SerializeAsString();
+  const std::string bytes = ToProto(Flat{"", 0, {{0, {1, 2, 3}}, {1, {4, 5}}}}).SerializeAsString();
   LookupQuery query;
   EXPECT_TRUE(ParseLookupRequest(Bytes(bytes), 5, &query).ok());
   EXPECT_EQ(query.ids.size(), 5u);
@@ -279,8 +262,7 @@ std::string Pattern(size_t n) {
 
 TEST(WireResponse, NewResponseMatchesProtobufSerializer) {
   for (uint64_t version : {uint64_t{0}, uint64_t{1}, uint64_t{1} << 40}) {
-    for (size_t n :
-         {size_t{0}, size_t{1}, size_t{127}, size_t{128}, size_t{264 * 1000}}) {
+    for (size_t n : {size_t{0}, size_t{1}, size_t{127}, size_t{128}, size_t{264 * 1000}}) {
       uint8_t* rows = nullptr;
       grpc::Slice slice = NewLookupResponse(version, n, &rows);
       const std::string pattern = Pattern(n);
@@ -290,8 +272,7 @@ TEST(WireResponse, NewResponseMatchesProtobufSerializer) {
       v1::LookupResponse proto;
       proto.set_version(version);
       proto.set_rows(pattern);
-      EXPECT_EQ(SliceString(slice), proto.SerializeAsString())
-          << version << " " << n;
+      EXPECT_EQ(SliceString(slice), proto.SerializeAsString()) << version << " " << n;
     }
   }
 }
@@ -306,8 +287,7 @@ TEST(WireResponse, DecodesProtobufSerializationAcrossSlices) {
   for (size_t a = 0; a <= bytes.size(); a += 7) {
     for (size_t b = a; b <= bytes.size(); b += 5) {
       std::fill(out.begin(), out.end(), '\0');
-      absl::StatusOr<uint64_t> version =
-          DecodeLookupResponse(Split(bytes, {a, b}), dst);
+      absl::StatusOr<uint64_t> version = DecodeLookupResponse(Split(bytes, {a, b}), dst);
       ASSERT_TRUE(version.ok()) << version.status();
       EXPECT_EQ(*version, 77u);
       ASSERT_EQ(out, proto.rows()) << a << "," << b;
@@ -326,8 +306,7 @@ TEST(WireResponse, LocatesRowsInPlaceAcrossSlices) {
   ResponseRows rows;
   for (size_t a = 0; a <= bytes.size(); a += 7) {
     for (size_t b = a; b <= bytes.size(); b += 5) {
-      absl::StatusOr<uint64_t> version =
-          LocateLookupResponseRows(Split(bytes, {a, b}), 500, &rows);
+      absl::StatusOr<uint64_t> version = LocateLookupResponseRows(Split(bytes, {a, b}), 500, &rows);
       ASSERT_TRUE(version.ok()) << version.status();
       EXPECT_EQ(*version, 77u);
       std::string joined;
@@ -339,8 +318,7 @@ TEST(WireResponse, LocatesRowsInPlaceAcrossSlices) {
       EXPECT_LE(rows.spans.size(), 3u);
     }
   }
-  const std::string twice =
-      RawWriter().Bytes(2, "first").Varint(1, 5).Bytes(2, "other").Done();
+  const std::string twice = RawWriter().Bytes(2, "first").Varint(1, 5).Bytes(2, "other").Done();
   ASSERT_TRUE(LocateLookupResponseRows(Split(twice, {3, 9}), 5, &rows).ok());
   std::string joined;
   for (std::span<const uint8_t> span : rows.spans) {
@@ -350,10 +328,9 @@ TEST(WireResponse, LocatesRowsInPlaceAcrossSlices) {
   EXPECT_EQ(LocateLookupResponseRows(Split(bytes, {10}), 499, &rows).status().code(),
             absl::StatusCode::kInternal);
   for (size_t n = 0; n < bytes.size(); ++n) {
-    EXPECT_EQ(LocateLookupResponseRows(Split(bytes.substr(0, n), {n / 2}), 500, &rows)
-                  .status()
-                  .code(),
-              absl::StatusCode::kInternal)
+    EXPECT_EQ(
+        LocateLookupResponseRows(Split(bytes.substr(0, n), {n / 2}), 500, &rows).status().code(),
+        absl::StatusCode::kInternal)
         << "prefix " << n;
   }
 }
@@ -370,8 +347,8 @@ TEST(WireResponse, SkipsUnknownFieldsAndLastRowsWins) {
   v1::LookupResponse proto;
   ASSERT_TRUE(proto.ParseFromString(bytes));
   std::string out(proto.rows().size(), '\0');
-  absl::StatusOr<uint64_t> version = DecodeLookupResponse(
-      Bytes(bytes), {reinterpret_cast<uint8_t*>(out.data()), out.size()});
+  absl::StatusOr<uint64_t> version =
+      DecodeLookupResponse(Bytes(bytes), {reinterpret_cast<uint8_t*>(out.data()), out.size()});
   ASSERT_TRUE(version.ok()) << version.status();
   EXPECT_EQ(*version, proto.version());
   EXPECT_EQ(out, proto.rows());
@@ -388,26 +365,20 @@ TEST(WireResponse, WrongRowSizeAndTruncationAreErrors) {
 
   std::string small(299, '\0');
   const absl::Status wrong =
-      DecodeLookupResponse(
-          Bytes(bytes),
-          {reinterpret_cast<uint8_t*>(small.data()), small.size()})
+      DecodeLookupResponse(Bytes(bytes), {reinterpret_cast<uint8_t*>(small.data()), small.size()})
           .status();
   EXPECT_EQ(wrong.code(), absl::StatusCode::kInternal);
-  EXPECT_NE(wrong.message().find("300 row bytes, expected 299"),
-            std::string::npos)
-      << wrong;
+  EXPECT_NE(wrong.message().find("300 row bytes, expected 299"), std::string::npos) << wrong;
 
   for (size_t n = 0; n < bytes.size(); ++n) {
-    const absl::Status s =
-        DecodeLookupResponse(Bytes(bytes.substr(0, n)), dst).status();
+    const absl::Status s = DecodeLookupResponse(Bytes(bytes.substr(0, n)), dst).status();
     EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << "prefix " << n;
   }
   for (const std::string& bad : {std::string("\x00", 1),
                                  std::string("\x12\x05"
                                              "ab"),
                                  std::string("\x08\x80")}) {
-    EXPECT_EQ(DecodeLookupResponse(Bytes(bad), dst).status().code(),
-              absl::StatusCode::kInternal);
+    EXPECT_EQ(DecodeLookupResponse(Bytes(bad), dst).status().code(), absl::StatusCode::kInternal);
   }
 }
 

@@ -14,6 +14,7 @@ PACKAGES=(
   redis-server libhiredis-dev
   liburing-dev libxxhash-dev
   gnuplot-nox
+  clang-format
   nodejs npm
 )
 

@@ -140,27 +140,23 @@ int main(int argc, char** argv) {
   }
   auto server = engram::ShardServer::Start(options);
   if (!server.ok()) return Fail(1, std::string(server.status().message()));
-  engram::LogLine('I', absl::StrCat("engram-shard: tail rows read by ",
-                                    (*server)->tail_access()));
+  engram::LogLine('I', absl::StrCat("engram-shard: tail rows read by ", (*server)->tail_access()));
   const engram::ShardMap& map = (*server)->shard_map();
   const int metrics_port = (*server)->metrics_port();
   const int stream_port = (*server)->stream_port();
-  std::printf("engram-shard: serving shard %u/%u of %s v%llu on %s:%d %s %s\n",
-              (*server)->shard_index(), map.n_shards, map.table.c_str(),
-              static_cast<unsigned long long>(map.version),
-              (*server)->listen_host().c_str(), (*server)->port(),
-              metrics_port >= 0
-                  ? absl::StrCat("(metrics :", metrics_port, ")").c_str()
-                  : "(metrics off)",
-              stream_port >= 0
-                  ? absl::StrCat("(row stream :", stream_port, ")").c_str()
-                  : "(row stream off)");
+  std::printf(
+      "engram-shard: serving shard %u/%u of %s v%llu on %s:%d %s %s\n", (*server)->shard_index(),
+      map.n_shards, map.table.c_str(), static_cast<unsigned long long>(map.version),
+      (*server)->listen_host().c_str(), (*server)->port(),
+      metrics_port >= 0 ? absl::StrCat("(metrics :", metrics_port, ")").c_str() : "(metrics off)",
+      stream_port >= 0 ? absl::StrCat("(row stream :", stream_port, ")").c_str()
+                       : "(row stream off)");
   std::fflush(stdout);
 
   int received = 0;
   sigwait(&signals, &received);
-  engram::LogLine('I', absl::StrCat("engram-shard: ", strsignal(received),
-                                    "; draining in-flight calls"));
+  engram::LogLine(
+      'I', absl::StrCat("engram-shard: ", strsignal(received), "; draining in-flight calls"));
   (*server)->Shutdown(options.drain_timeout);
   server->reset();
   engram::LogLine('I', "engram-shard: stopped");

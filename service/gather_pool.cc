@@ -50,9 +50,8 @@ void GatherPool::HelperLoop() {
       absl::MutexLock lock(&mu_);
       ++idle_;
       mu_.Await(absl::Condition(
-          +[](GatherPool* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) {
-            return p->stopping_ || !p->queue_.empty();
-          },
+          +[](GatherPool* p)
+               ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) { return p->stopping_ || !p->queue_.empty(); },
           this));
       --idle_;
       if (queue_.empty()) return;  // stopping

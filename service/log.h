@@ -14,8 +14,7 @@ namespace engram {
 
 // severity: 'I' info, 'W' warning, 'E' error.
 inline void LogLine(char severity, const std::string& message) {
-  const std::string when =
-      absl::FormatTime("%m%d %H:%M:%E6S", absl::Now(), absl::LocalTimeZone());
+  const std::string when = absl::FormatTime("%m%d %H:%M:%E6S", absl::Now(), absl::LocalTimeZone());
   std::fprintf(stderr, "%c%s %s\n", severity, when.c_str(), message.c_str());
 }
 

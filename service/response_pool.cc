@@ -73,8 +73,7 @@ void ResponseBufferPool::Release(void* buffer) {
   {
     absl::MutexLock lock(&state->mu);
     if (!state->closed && state->idle_bytes + b->capacity <= state->max_idle_bytes) {
-      const size_t k =
-          static_cast<size_t>(std::countr_zero(b->capacity / kMinBytes));
+      const size_t k = static_cast<size_t>(std::countr_zero(b->capacity / kMinBytes));
       state->free[k].push_back(b);
       state->idle_bytes += b->capacity;
       return;

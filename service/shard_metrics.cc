@@ -21,12 +21,11 @@ ShardMetrics::ShardMetrics(metrics::Registry& registry, int n_layers)
                     .Name("engram_shard_requests_total")
                     .Help("Finished RPCs by method and status code.")
                     .Register(registry)),
-      disk_read_duration_(
-          metrics::BuildHistogram()
-              .Name("engram_shard_disk_read_duration_seconds")
-              .Help("Time to read one request's hot-tier misses from RocksDB.")
-              .Register(registry)
-              .Add({}, LatencyBuckets())),
+      disk_read_duration_(metrics::BuildHistogram()
+                              .Name("engram_shard_disk_read_duration_seconds")
+                              .Help("Time to read one request's hot-tier misses from RocksDB.")
+                              .Register(registry)
+                              .Add({}, LatencyBuckets())),
       data_loss_(metrics::BuildCounter()
                      .Name("engram_shard_data_loss_total")
                      .Help("Lookups failed with DATA_LOSS (missing or corrupt "
@@ -58,14 +57,12 @@ ShardMetrics::ShardMetrics(metrics::Registry& registry, int n_layers)
                         .Help("RPC latency inside the server, by method.")
                         .Register(registry);
   for (int m = 0; m < kMethods; ++m) {
-    request_duration_[m] =
-        &durations.Add({{"method", kMethodNames[m]}}, LatencyBuckets());
+    request_duration_[m] = &durations.Add({{"method", kMethodNames[m]}}, LatencyBuckets());
   }
-  auto& rows =
-      metrics::BuildCounter()
-          .Name("engram_shard_rows_total")
-          .Help("Rows served, by layer and by the tier that held them.")
-          .Register(registry);
+  auto& rows = metrics::BuildCounter()
+                   .Name("engram_shard_rows_total")
+                   .Help("Rows served, by layer and by the tier that held them.")
+                   .Register(registry);
   auto& bytes = metrics::BuildCounter()
                     .Name("engram_shard_bytes_total")
                     .Help("Row bytes served, by layer.")
@@ -75,13 +72,11 @@ ShardMetrics::ShardMetrics(metrics::Registry& registry, int n_layers)
     const std::string l = std::to_string(layer);
     layers_.push_back({&rows.Add({{"layer", l}, {"tier", "pinned"}}),
                        &rows.Add({{"layer", l}, {"tier", "cached"}}),
-                       &rows.Add({{"layer", l}, {"tier", "disk"}}),
-                       &bytes.Add({{"layer", l}})});
+                       &rows.Add({{"layer", l}, {"tier", "disk"}}), &bytes.Add({{"layer", l}})});
   }
 }
 
-void ShardMetrics::RecordRequest(Method method, absl::StatusCode code,
-                                 absl::Duration elapsed) {
+void ShardMetrics::RecordRequest(Method method, absl::StatusCode code, absl::Duration elapsed) {
   const int m = static_cast<int>(method);
   int c = static_cast<int>(code);
   if (c < 0 || c >= kCodes) c = static_cast<int>(absl::StatusCode::kUnknown);
@@ -89,17 +84,16 @@ void ShardMetrics::RecordRequest(Method method, absl::StatusCode code,
   metrics::Counter* counter = slot.load(std::memory_order_acquire);
   if (counter == nullptr) {
     // Family::Add is idempotent, so racing first uses agree on the series.
-    counter = &requests_.Add(
-        {{"method", kMethodNames[m]},
-         {"code", absl::StatusCodeToString(static_cast<absl::StatusCode>(c))}});
+    counter =
+        &requests_.Add({{"method", kMethodNames[m]},
+                        {"code", absl::StatusCodeToString(static_cast<absl::StatusCode>(c))}});
     slot.store(counter, std::memory_order_release);
   }
   counter->Increment();
   request_duration_[m]->Observe(absl::ToDoubleSeconds(elapsed));
 }
 
-void ShardMetrics::RecordRows(uint32_t layer, const TierCounts& rows,
-                              uint64_t bytes) {
+void ShardMetrics::RecordRows(uint32_t layer, const TierCounts& rows, uint64_t bytes) {
   const LayerSeries& s = layers_[layer];
   if (rows.pinned != 0) s.pinned->Increment(static_cast<double>(rows.pinned));
   if (rows.cached != 0) s.cached->Increment(static_cast<double>(rows.cached));
@@ -112,8 +106,7 @@ void ShardMetrics::SetHotTierBytes(uint64_t pinned, uint64_t cached) {
   hot_cached_bytes_.Set(static_cast<double>(cached));
 }
 
-void ShardMetrics::SetStoreStats(
-    const std::vector<std::pair<std::string, double>>& stats) {
+void ShardMetrics::SetStoreStats(const std::vector<std::pair<std::string, double>>& stats) {
   for (const auto& [name, value] : stats) {
     const std::string metric = "engram_shard_" + name;
     if (!metrics::IsValidMetricName(metric)) continue;

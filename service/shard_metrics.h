@@ -54,8 +54,7 @@ class ShardMetrics {
   ShardMetrics& operator=(const ShardMetrics&) = delete;
 
   // A finished call: counts it by code and observes its duration.
-  void RecordRequest(Method method, absl::StatusCode code,
-                     absl::Duration elapsed);
+  void RecordRequest(Method method, absl::StatusCode code, absl::Duration elapsed);
   // Rows and bytes served for `layer`. REQUIRES: layer < n_layers.
   void RecordRows(uint32_t layer, const TierCounts& rows, uint64_t bytes);
   void RecordDiskRead(absl::Duration elapsed) {
@@ -85,8 +84,7 @@ class ShardMetrics {
 
   metrics::Family<metrics::Counter>& requests_;
   // requests_ series, created on a code's first use.
-  std::array<std::array<std::atomic<metrics::Counter*>, kCodes>, kMethods>
-      request_series_{};
+  std::array<std::array<std::atomic<metrics::Counter*>, kCodes>, kMethods> request_series_{};
   std::array<metrics::Histogram*, kMethods> request_duration_{};
   std::vector<LayerSeries> layers_;
   metrics::Histogram& disk_read_duration_;

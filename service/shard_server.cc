@@ -9,8 +9,8 @@
 #include <thread>
 #include <utility>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "common/metrics/exposer.h"
@@ -30,8 +30,7 @@ namespace engram {
 namespace {
 
 absl::Status Annotate(const absl::Status& status, const std::string& prefix) {
-  return absl::Status(status.code(),
-                      absl::StrCat(prefix, std::string(status.message())));
+  return absl::Status(status.code(), absl::StrCat(prefix, std::string(status.message())));
 }
 
 // A port option that may be -1 (off), 0 (any free port) or a port.
@@ -55,8 +54,8 @@ absl::Status ShardServerOptions::Validate() const {
         "no shard directory given (ShardServerOptions::db_dir / --db)");
   }
   if (options.listen.rfind(':') == std::string::npos) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "listen address \"", options.listen, "\" is not host:port"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("listen address \"", options.listen, "\" is not host:port"));
   }
   RETURN_IF_ERROR(CheckPortOption("metrics port", options.metrics_port));
   if (options.threads < 1 || options.threads > 1024) {
@@ -64,17 +63,17 @@ absl::Status ShardServerOptions::Validate() const {
         absl::StrCat("threads = ", options.threads, " is not in 1..1024"));
   }
   if (options.reader_threads < 1 || options.reader_threads > 1024) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "reader threads = ", options.reader_threads, " is not in 1..1024"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("reader threads = ", options.reader_threads, " is not in 1..1024"));
   }
   if (options.gather_threads < -1 || options.gather_threads > 64) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "gather threads = ", options.gather_threads, " is not -1 (auto) or in 0..64"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("gather threads = ", options.gather_threads, " is not -1 (auto) or in 0..64"));
   }
   if (options.hot_cache_share_percent < -1 || options.hot_cache_share_percent > 100) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "hot tier cache share ", options.hot_cache_share_percent,
-        "% is not -1 (auto) or in 0..100"));
+    return absl::InvalidArgumentError(absl::StrCat("hot tier cache share ",
+                                                   options.hot_cache_share_percent,
+                                                   "% is not -1 (auto) or in 0..100"));
   }
   RETURN_IF_ERROR(CheckPortOption("row stream port", options.stream_port));
   if (options.stream_advertise_port < 0 || options.stream_advertise_port > 65535) {
@@ -82,11 +81,9 @@ absl::Status ShardServerOptions::Validate() const {
         absl::StrCat("advertised row stream port ", options.stream_advertise_port,
                      " is not 0 (the bound port) or a port up to 65535"));
   }
-  if (options.max_rows_per_request < 1 ||
-      options.max_rows_per_request > (1u << 24)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max rows per request = ", options.max_rows_per_request,
-                     " is not in 1..16777216"));
+  if (options.max_rows_per_request < 1 || options.max_rows_per_request > (1u << 24)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max rows per request = ", options.max_rows_per_request, " is not in 1..16777216"));
   }
   if (options.drain_timeout < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -102,9 +99,7 @@ namespace {
 constexpr absl::Duration kQuietPeriod = absl::Milliseconds(50);
 
 // The host of "host:port" ("[::1]:80" -> "[::1]").
-std::string HostOf(const std::string& listen) {
-  return listen.substr(0, listen.rfind(':'));
-}
+std::string HostOf(const std::string& listen) { return listen.substr(0, listen.rfind(':')); }
 
 // civetweb takes numeric addresses only.
 std::string MetricsBindAddress(const std::string& host, int port) {
@@ -144,25 +139,24 @@ void InitGrpcPlugins() {
 
 ShardServer::ShardServer() = default;
 
-absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::Start(
-    const ShardServerOptions& options) {
+absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::Start(const ShardServerOptions& options) {
   RETURN_IF_ERROR(options.Validate());
   std::unique_ptr<ShardServer> server(new ShardServer());
   server->listen_host_ = HostOf(options.listen);
   RETURN_IF_ERROR(server->OpenData(options));
   server->StartMetrics();
   if (options.metrics_port >= 0) {
-    auto exposer = metrics::Exposer::Create(
-        MetricsBindAddress(server->listen_host_, options.metrics_port));
+    auto exposer =
+        metrics::Exposer::Create(MetricsBindAddress(server->listen_host_, options.metrics_port));
     if (!exposer.ok()) {
       return Annotate(exposer.status(), "starting the metrics endpoint: ");
     }
     server->exposer_ = std::move(*exposer);
     server->exposer_->RegisterCollectable(server->registry_);
   }
-  server->service_ = std::make_unique<StoreService>(
-      *server->store_, *server->hot_tier_, *server->metrics_,
-      options.max_rows_per_request, GatherThreads(options.gather_threads));
+  server->service_ = std::make_unique<StoreService>(*server->store_, *server->hot_tier_,
+                                                    *server->metrics_, options.max_rows_per_request,
+                                                    GatherThreads(options.gather_threads));
   if (options.stream_port >= 0) {
     StreamServerOptions stream_options;
     stream_options.host = StreamBindHost(server->listen_host_);
@@ -172,7 +166,7 @@ absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::Start(
     stream_options.max_request_bytes =
         size_t{options.max_rows_per_request} * 11 + (size_t{1} << 16);
     ASSIGN_OR_RETURN(auto stream, StreamServer::Start(stream_options, server->service_.get(),
-                                      server->metrics_.get()));
+                                                      server->metrics_.get()));
     server->stream_ = std::move(stream);
     server->service_->set_stream_port(options.stream_advertise_port > 0
                                           ? options.stream_advertise_port
@@ -191,25 +185,22 @@ absl::Status ShardServer::OpenData(const ShardServerOptions& options) {
   if (!store.ok()) {
     // Most of RowStore's errors name the directory already.
     if (absl::StrContains(store.status().message(), options.db_dir)) return store.status();
-    return Annotate(store.status(),
-                    absl::StrCat("shard directory ", options.db_dir, ": "));
+    return Annotate(store.status(), absl::StrCat("shard directory ", options.db_dir, ": "));
   }
   store_ = std::move(*store);
 
   HotTierOptions tier_options;
   tier_options.budget_bytes = options.ram_budget_bytes;
   tier_options.profile_path = options.hot_profile_path;
-  tier_options.cache_share_percent =
-      options.hot_cache_share_percent >= 0
-          ? static_cast<uint32_t>(options.hot_cache_share_percent)
-          : DefaultCacheSharePercent(store_->tail_mapped());
+  tier_options.cache_share_percent = options.hot_cache_share_percent >= 0
+                                         ? static_cast<uint32_t>(options.hot_cache_share_percent)
+                                         : DefaultCacheSharePercent(store_->tail_mapped());
   // Rows are spread evenly over the shards (row % n_shards), so this
   // shard's share of the workers' cache is its profile's head.
   tier_options.skip_profile_bytes =
       options.worker_cache_bytes / std::max<uint32_t>(1, store_->shard_map().n_shards);
   if (tier_options.profile_path.empty()) {
-    const std::string profile =
-        absl::StrCat(options.db_dir, "/", kHotProfileFile);
+    const std::string profile = absl::StrCat(options.db_dir, "/", kHotProfileFile);
     if (FileExists(profile)) tier_options.profile_path = profile;
   }
   auto tier = HotTier::Build(*store_, tier_options);
@@ -223,8 +214,7 @@ void ShardServer::StartMetrics() {
   metrics_ = std::make_unique<ShardMetrics>(
       *registry_, static_cast<int>(store_->shard_map().layer_rows.size()));
   collect_callback_ = registry_->AddCollectCallback([this] {
-    metrics_->SetHotTierBytes(hot_tier_->pinned_bytes(),
-                              hot_tier_->cached_bytes());
+    metrics_->SetHotTierBytes(hot_tier_->pinned_bytes(), hot_tier_->cached_bytes());
     metrics_->SetStoreStats(store_->Stats());
   });
 }
@@ -232,16 +222,13 @@ void ShardServer::StartMetrics() {
 absl::Status ShardServer::StartGrpc(const ShardServerOptions& options) {
   InitGrpcPlugins();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(),
-                           &port_);
+  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &port_);
   builder.RegisterService(service_.get());
   // A second server on the same port is an error, not a silent load split.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   // Room for max_rows_per_request ids of up to 10 varint bytes each.
-  const size_t max_request =
-      size_t{options.max_rows_per_request} * 11 + (size_t{1} << 16);
-  builder.SetMaxReceiveMessageSize(
-      static_cast<int>(std::max<size_t>(max_request, 4 << 20)));
+  const size_t max_request = size_t{options.max_rows_per_request} * 11 + (size_t{1} << 16);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(std::max<size_t>(max_request, 4 << 20)));
   // Bounds the threads of the synchronous services (reflection); see
   // ShardServerOptions::threads.
   grpc::ResourceQuota quota("engram-shard");
@@ -254,12 +241,10 @@ absl::Status ShardServer::StartGrpc(const ShardServerOptions& options) {
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || port_ == 0) {
     server_.reset();
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on ", options.listen,
-                     " (address in use or not valid for this host?)"));
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen,
+                                               " (address in use or not valid for this host?)"));
   }
-  server_->GetHealthCheckService()->SetServingStatus(
-      v1::EngramStore::service_full_name(), true);
+  server_->GetHealthCheckService()->SetServingStatus(v1::EngramStore::service_full_name(), true);
   return absl::OkStatus();
 }
 
@@ -274,13 +259,9 @@ ShardServer::~ShardServer() {
   }
 }
 
-int ShardServer::stream_port() const {
-  return stream_ == nullptr ? -1 : stream_->port();
-}
+int ShardServer::stream_port() const { return stream_ == nullptr ? -1 : stream_->port(); }
 
-int ShardServer::metrics_port() const {
-  return exposer_ == nullptr ? -1 : exposer_->port();
-}
+int ShardServer::metrics_port() const { return exposer_ == nullptr ? -1 : exposer_->port(); }
 
 const ShardMap& ShardServer::shard_map() const { return store_->shard_map(); }
 uint32_t ShardServer::shard_index() const { return store_->shard_index(); }
@@ -352,14 +333,13 @@ absl::StatusOr<uint64_t> ParseByteSize(const std::string& text) {
     }
     if (shift != 0) s.pop_back();
   }
-  const bool digits = !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
-    return c >= '0' && c <= '9';
-  });
+  const bool digits =
+      !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
   uint64_t value;
   if (!digits || !absl::SimpleAtoi(absl::string_view(s), &value) ||
       (shift != 0 && value > (~uint64_t{0} >> shift))) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "\"", text, "\" is not a byte size (use e.g. 1048576, 512M or 2G)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", text, "\" is not a byte size (use e.g. 1048576, 512M or 2G)"));
   }
   return value << shift;
 }

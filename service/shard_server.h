@@ -31,8 +31,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "shard/hot_tier.h"
 #include "common/shard_map.h"
+#include "shard/hot_tier.h"
 
 namespace grpc {
 class Server;
@@ -126,8 +126,7 @@ class ShardServer {
   // Errors: InvalidArgument for bad options; the RowStore's error (prefixed
   // with the directory) for missing or mismatched data; Unavailable when an
   // address cannot be bound.
-  static absl::StatusOr<std::unique_ptr<ShardServer>> Start(
-      const ShardServerOptions& options);
+  static absl::StatusOr<std::unique_ptr<ShardServer>> Start(const ShardServerOptions& options);
   ~ShardServer();
   ShardServer(const ShardServer&) = delete;
   ShardServer& operator=(const ShardServer&) = delete;

@@ -18,9 +18,9 @@
 #include "engram/v1/engram_store.grpc.pb.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
+#include "proto/wire.h"
 #include "service/testing/pending_lookups.h"
 #include "service/testing/server_test_util.h"
-#include "proto/wire.h"
 #include "shard/importer.h"
 
 namespace engram {
@@ -103,8 +103,8 @@ class ShardServerTest : public ::testing::Test {
 
     grpc::Slice slice = wire::EncodeLookupRequest("", 0, raw_layers);
     grpc::ByteBuffer raw_response;
-    const grpc::Status raw_status = testing::RawUnaryCall(
-        *channel, kLookup, grpc::ByteBuffer(&slice, 1), &raw_response);
+    const grpc::Status raw_status =
+        testing::RawUnaryCall(*channel, kLookup, grpc::ByteBuffer(&slice, 1), &raw_response);
     ASSERT_TRUE(raw_status.ok()) << raw_status.error_message();
     std::string rows(expected.size(), '\0');
     auto version = wire::DecodeLookupResponse(
@@ -157,9 +157,8 @@ TEST_F(ShardServerTest, ServesExactBytesAtEveryBudget) {
       }
       EXPECT_LE(server->hot_bytes(), budget);
 
-      ExpectLookup(
-          server->port(), {0, 1},
-          {AllOwnedIds(*map_, 0, shard), AllOwnedIds(*map_, 1, shard)});
+      ExpectLookup(server->port(), {0, 1},
+                   {AllOwnedIds(*map_, 0, shard), AllOwnedIds(*map_, 1, shard)});
       for (int round = 0; round < 5; ++round) {
         std::vector<uint64_t> a = RandomOwnedIds(*map_, 0, shard, 300, rng);
         std::vector<uint64_t> b = RandomOwnedIds(*map_, 1, shard, 200, rng);
@@ -202,12 +201,10 @@ TEST_F(ShardServerTest, InfoDescribesTheShard) {
   EXPECT_EQ(info.version(), testing::kSmallTableVersion);
   EXPECT_EQ(info.shard_index(), 1u);
   EXPECT_EQ(info.n_shards(), kShards);
-  EXPECT_EQ(
-      std::vector<uint64_t>(info.layer_rows().begin(), info.layer_rows().end()),
-      map_->layer_rows);
-  EXPECT_EQ(
-      std::vector<uint32_t>(info.row_bytes().begin(), info.row_bytes().end()),
-      map_->row_bytes);
+  EXPECT_EQ(std::vector<uint64_t>(info.layer_rows().begin(), info.layer_rows().end()),
+            map_->layer_rows);
+  EXPECT_EQ(std::vector<uint32_t>(info.row_bytes().begin(), info.row_bytes().end()),
+            map_->row_bytes);
   EXPECT_EQ(info.hot_bytes(), ShardBytes(1));
 }
 
@@ -218,8 +215,8 @@ struct BadCase {
   std::string message_part;
 };
 
-v1::LookupRequest Request(const std::string& table, uint64_t version,
-                          uint32_t layer, std::vector<uint64_t> ids) {
+v1::LookupRequest Request(const std::string& table, uint64_t version, uint32_t layer,
+                          std::vector<uint64_t> ids) {
   v1::LookupRequest r;
   r.set_table(table);
   r.set_version(version);
@@ -239,35 +236,31 @@ TEST_F(ShardServerTest, RejectsBadRequestsWithStatusNamingTheValue) {
   const uint64_t rows0 = map_->layer_rows[0];
   const uint64_t past_end = rows0 + 5;
   const std::vector<BadCase> cases = {
-      {"other table", Request("other", 0, 0, {2}),
-       grpc::StatusCode::FAILED_PRECONDITION, "not \"other\""},
+      {"other table", Request("other", 0, 0, {2}), grpc::StatusCode::FAILED_PRECONDITION,
+       "not \"other\""},
       {"other version", Request("", testing::kSmallTableVersion + 1, 0, {2}),
        grpc::StatusCode::FAILED_PRECONDITION,
        absl::StrCat("not version ", testing::kSmallTableVersion + 1)},
-      {"unknown layer", Request("", 0, 7, {2}),
-       grpc::StatusCode::INVALID_ARGUMENT, "layer 7 does not exist"},
-      {"row past the end", Request("", 0, 0, {2, past_end}),
-       grpc::StatusCode::INVALID_ARGUMENT, absl::StrCat("row id ", past_end)},
-      {"row of another shard", Request("", 0, 1, {2, 4}),
-       grpc::StatusCode::FAILED_PRECONDITION,
+      {"unknown layer", Request("", 0, 7, {2}), grpc::StatusCode::INVALID_ARGUMENT,
+       "layer 7 does not exist"},
+      {"row past the end", Request("", 0, 0, {2, past_end}), grpc::StatusCode::INVALID_ARGUMENT,
+       absl::StrCat("row id ", past_end)},
+      {"row of another shard", Request("", 0, 1, {2, 4}), grpc::StatusCode::FAILED_PRECONDITION,
        "row id 4 of layer 1 belongs to shard 1"},
-      {"too many rows",
-       Request("", 0, 0, {2, 5, 8, 11, 14, 17, 20, 23, 26, 29, 32}),
+      {"too many rows", Request("", 0, 0, {2, 5, 8, 11, 14, 17, 20, 23, 26, 29, 32}),
        grpc::StatusCode::RESOURCE_EXHAUSTED, "limit is 10 rows"},
   };
   for (const BadCase& c : cases) {
     const grpc::Status status = LookupStatus(server->port(), c.request);
-    EXPECT_EQ(status.error_code(), c.code)
-        << c.name << ": " << status.error_message();
+    EXPECT_EQ(status.error_code(), c.code) << c.name << ": " << status.error_message();
     EXPECT_NE(status.error_message().find(c.message_part), std::string::npos)
         << c.name << ": " << status.error_message();
   }
   // The exact version, version 0, the table name and exactly the limit work.
-  EXPECT_TRUE(LookupStatus(
-                  server->port(),
-                  Request(testing::kSmallTableName, testing::kSmallTableVersion,
-                          0, {2, 5, 8, 11, 14, 17, 20, 23, 26, 29}))
-                  .ok());
+  EXPECT_TRUE(
+      LookupStatus(server->port(), Request(testing::kSmallTableName, testing::kSmallTableVersion, 0,
+                                           {2, 5, 8, 11, 14, 17, 20, 23, 26, 29}))
+          .ok());
   // So does a request without rows.
   EXPECT_TRUE(LookupStatus(server->port(), v1::LookupRequest()).ok());
 
@@ -276,15 +269,13 @@ TEST_F(ShardServerTest, RejectsBadRequestsWithStatusNamingTheValue) {
   const grpc::Status garbage = testing::RawUnaryCall(
       *testing::LocalChannel(server->port()), kLookup,
       testing::ToByteBuffer(std::string("\x1a\x05\x12\x09\x01", 5)), &response);
-  EXPECT_EQ(garbage.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
-      << garbage.error_message();
+  EXPECT_EQ(garbage.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << garbage.error_message();
 }
 
 TEST_F(ShardServerTest, RefusesDataThatDoesNotMatchItsShardMap) {
   testing::TempDir copy("shard_server_mismatch");
   const std::string dir = copy.path() + "/shard";
-  std::filesystem::copy(ShardDir(0), dir,
-                        std::filesystem::copy_options::recursive);
+  std::filesystem::copy(ShardDir(0), dir, std::filesystem::copy_options::recursive);
   ShardMap wrong = *map_;
   wrong.n_shards = 4;  // shard.json's row counts no longer match
   ASSERT_TRUE(wrong.Save(dir + "/shard_map.json").ok());
@@ -301,8 +292,7 @@ TEST_F(ShardServerTest, RefusesDataThatDoesNotMatchItsShardMap) {
   options.db_dir = copy.path() + "/missing";
   server = ShardServer::Start(options);
   ASSERT_FALSE(server.ok());
-  EXPECT_NE(server.status().message().find(options.db_dir), std::string::npos)
-      << server.status();
+  EXPECT_NE(server.status().message().find(options.db_dir), std::string::npos) << server.status();
 }
 
 // A flipped byte in an SST file: every lookup either fails with DATA_LOSS
@@ -310,11 +300,9 @@ TEST_F(ShardServerTest, RefusesDataThatDoesNotMatchItsShardMap) {
 TEST_F(ShardServerTest, CorruptSstIsDataLossNotWrongRows) {
   testing::TempDir copy("shard_server_corrupt");
   const std::string dir = copy.path() + "/shard";
-  std::filesystem::copy(ShardDir(0), dir,
-                        std::filesystem::copy_options::recursive);
+  std::filesystem::copy(ShardDir(0), dir, std::filesystem::copy_options::recursive);
   std::string sst;
-  for (const auto& entry :
-       std::filesystem::directory_iterator(dir + "/rocksdb")) {
+  for (const auto& entry : std::filesystem::directory_iterator(dir + "/rocksdb")) {
     if (entry.path().extension() == ".sst") sst = entry.path();
   }
   ASSERT_FALSE(sst.empty());
@@ -339,14 +327,12 @@ TEST_F(ShardServerTest, CorruptSstIsDataLossNotWrongRows) {
   for (uint32_t layer = 0; layer < 2; ++layer) {
     const std::vector<uint64_t> all = AllOwnedIds(*map_, layer, 0);
     for (size_t begin = 0; begin < all.size(); begin += 64) {
-      const std::vector<uint64_t> ids(
-          all.begin() + begin, all.begin() + std::min(all.size(), begin + 64));
-      auto stub =
-          v1::EngramStore::NewStub(testing::LocalChannel(server->port()));
+      const std::vector<uint64_t> ids(all.begin() + begin,
+                                      all.begin() + std::min(all.size(), begin + 64));
+      auto stub = v1::EngramStore::NewStub(testing::LocalChannel(server->port()));
       grpc::ClientContext context;
       v1::LookupResponse response;
-      const grpc::Status s =
-          stub->Lookup(&context, Request("", 0, layer, ids), &response);
+      const grpc::Status s = stub->Lookup(&context, Request("", 0, layer, ids), &response);
       if (s.error_code() == grpc::StatusCode::DATA_LOSS) {
         ++data_loss;
         continue;
@@ -358,13 +344,10 @@ TEST_F(ShardServerTest, CorruptSstIsDataLossNotWrongRows) {
   EXPECT_GE(data_loss, 1);
   auto page = testing::HttpGet(server->metrics_port(), "/metrics");
   ASSERT_TRUE(page.ok()) << page.status();
-  EXPECT_EQ(testing::MetricValue(*page, "engram_shard_data_loss_total"),
+  EXPECT_EQ(testing::MetricValue(*page, "engram_shard_data_loss_total"), data_loss);
+  EXPECT_EQ(testing::MetricValue(
+                *page, "engram_shard_requests_total{code=\"DATA_LOSS\",method=\"Lookup\"}"),
             data_loss);
-  EXPECT_EQ(
-      testing::MetricValue(
-          *page,
-          "engram_shard_requests_total{code=\"DATA_LOSS\",method=\"Lookup\"}"),
-      data_loss);
 }
 
 TEST_F(ShardServerTest, ConcurrentClientsGetExactBytes) {
@@ -375,9 +358,9 @@ TEST_F(ShardServerTest, ConcurrentClientsGetExactBytes) {
     clients.emplace_back([&, t] {
       std::mt19937_64 rng(t);
       for (int i = 0; i < 25; ++i) {
-        ExpectLookup(server->port(), {0, 1},
-                     {RandomOwnedIds(*map_, 0, 1, 100, rng),
-                      RandomOwnedIds(*map_, 1, 1, 100, rng)});
+        ExpectLookup(
+            server->port(), {0, 1},
+            {RandomOwnedIds(*map_, 0, 1, 100, rng), RandomOwnedIds(*map_, 1, 1, 100, rng)});
       }
     });
   }
@@ -392,25 +375,17 @@ TEST_F(ShardServerTest, MetricsCountRowsByTier) {
   ExpectLookup(server->port(), {1}, {ids});  // two calls: stub and raw
   auto page = testing::HttpGet(server->metrics_port(), "/metrics");
   ASSERT_TRUE(page.ok()) << page.status();
-  EXPECT_EQ(testing::MetricValue(
-                *page, "engram_shard_rows_total{layer=\"1\",tier=\"pinned\"}"),
+  EXPECT_EQ(testing::MetricValue(*page, "engram_shard_rows_total{layer=\"1\",tier=\"pinned\"}"),
             2 * 123);
-  EXPECT_EQ(testing::MetricValue(
-                *page, "engram_shard_rows_total{layer=\"1\",tier=\"disk\"}"),
-            0);
+  EXPECT_EQ(testing::MetricValue(*page, "engram_shard_rows_total{layer=\"1\",tier=\"disk\"}"), 0);
+  EXPECT_EQ(testing::MetricValue(*page, "engram_shard_bytes_total{layer=\"1\"}"),
+            2 * 123 * map_->row_bytes[1]);
   EXPECT_EQ(
-      testing::MetricValue(*page, "engram_shard_bytes_total{layer=\"1\"}"),
-      2 * 123 * map_->row_bytes[1]);
-  EXPECT_EQ(
-      testing::MetricValue(
-          *page, "engram_shard_requests_total{code=\"OK\",method=\"Lookup\"}"),
-      2);
-  EXPECT_EQ(testing::MetricValue(
-                *page, "engram_shard_hot_tier_bytes{part=\"pinned\"}"),
+      testing::MetricValue(*page, "engram_shard_requests_total{code=\"OK\",method=\"Lookup\"}"), 2);
+  EXPECT_EQ(testing::MetricValue(*page, "engram_shard_hot_tier_bytes{part=\"pinned\"}"),
             ShardBytes(0));
   EXPECT_EQ(testing::MetricValue(*page, "engram_shard_inflight_requests"), 0);
-  EXPECT_NE(page->find("engram_shard_request_duration_seconds_bucket"),
-            std::string::npos);
+  EXPECT_NE(page->find("engram_shard_request_duration_seconds_bucket"), std::string::npos);
   EXPECT_NE(page->find("engram_shard_rocksdb_"), std::string::npos);
 }
 
@@ -479,12 +454,10 @@ TEST_F(ShardServerTest, HealthServiceReportsServing) {
   for (const std::string service : {"", "engram.v1.EngramStore"}) {
     // HealthCheckRequest{service}; the reply HealthCheckResponse{SERVING=1}.
     std::string request;
-    if (!service.empty())
-      request = absl::StrCat("\x0a", std::string(1, service.size()), service);
+    if (!service.empty()) request = absl::StrCat("\x0a", std::string(1, service.size()), service);
     grpc::ByteBuffer response;
-    const grpc::Status s =
-        testing::RawUnaryCall(*channel, "/grpc.health.v1.Health/Check",
-                              testing::ToByteBuffer(request), &response);
+    const grpc::Status s = testing::RawUnaryCall(*channel, "/grpc.health.v1.Health/Check",
+                                                 testing::ToByteBuffer(request), &response);
     ASSERT_TRUE(s.ok()) << service << ": " << s.error_message();
     EXPECT_EQ(testing::ToString(response), std::string("\x08\x01", 2));
   }
@@ -497,8 +470,7 @@ TEST_F(ShardServerTest, ReflectionListsTheStoreService) {
   grpc::ClientContext context;
   grpc::CompletionQueue cq;
   auto call = stub.PrepareCall(
-      &context,
-      "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
+      &context, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
   // Starts one async operation with a tag and waits for its completion.
   auto step = [&cq](const std::function<void(void*)>& start) {
     int op;
@@ -509,8 +481,7 @@ TEST_F(ShardServerTest, ReflectionListsTheStoreService) {
   };
   ASSERT_TRUE(step([&](void* tag) { call->StartCall(tag); }));
   // ServerReflectionRequest{list_services: ""} (field 7).
-  const grpc::ByteBuffer request =
-      testing::ToByteBuffer(std::string("\x3a\x00", 2));
+  const grpc::ByteBuffer request = testing::ToByteBuffer(std::string("\x3a\x00", 2));
   ASSERT_TRUE(step([&](void* tag) { call->Write(request, tag); }));
   grpc::ByteBuffer response;
   ASSERT_TRUE(step([&](void* tag) { call->Read(&response, tag); }));
@@ -552,8 +523,7 @@ TEST_F(ShardServerTest, ShutdownDrainsInFlightCalls) {
   auto page = testing::HttpGet(metrics_port, "/metrics");
   ASSERT_TRUE(page.ok()) << page.status();
   EXPECT_EQ(
-      testing::MetricValue(
-          *page, "engram_shard_requests_total{code=\"OK\",method=\"Lookup\"}"),
+      testing::MetricValue(*page, "engram_shard_requests_total{code=\"OK\",method=\"Lookup\"}"),
       kCalls);
 }
 
@@ -566,11 +536,8 @@ TEST(ParseByteSize, SuffixesAndErrors) {
   EXPECT_EQ(*ParseByteSize("2gib"), uint64_t{2} << 30);
   EXPECT_EQ(*ParseByteSize("3GB"), uint64_t{3} << 30);
   EXPECT_EQ(*ParseByteSize("1T"), uint64_t{1} << 40);
-  for (const char* bad :
-       {"", "G", "-1", "+5", "1.5G", "12Q", "99999999999T", "1 G"}) {
-    EXPECT_EQ(ParseByteSize(bad).status().code(),
-              absl::StatusCode::kInvalidArgument)
-        << bad;
+  for (const char* bad : {"", "G", "-1", "+5", "1.5G", "12Q", "99999999999T", "1 G"}) {
+    EXPECT_EQ(ParseByteSize(bad).status().code(), absl::StatusCode::kInvalidArgument) << bad;
   }
 }
 

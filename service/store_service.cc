@@ -25,8 +25,7 @@ constexpr size_t kMinGatherShareRows = 2048;
 grpc::Status ToGrpc(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
   // absl and gRPC share the canonical code numbering.
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                      std::string(status.message()));
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
 }
 
 }  // namespace
@@ -40,19 +39,18 @@ struct GatherShare {
 
 struct StoreService::Call {
   wire::LookupQuery query;
-  std::vector<RowRef> misses;     // rows to read, pointing into `response`
+  std::vector<RowRef> misses;  // rows to read, pointing into `response`
   std::vector<GatherShare> shares;
   std::vector<uint8_t*> range_dst;  // per query.layers entry, into `response`
-  std::vector<TierCounts> tiers;  // per query.layers entry
-  grpc::Slice response;           // the whole serialized LookupResponse
-  LookupDone done;                // answers the call
+  std::vector<TierCounts> tiers;    // per query.layers entry
+  grpc::Slice response;             // the whole serialized LookupResponse
+  LookupDone done;                  // answers the call
   absl::Time start;
   absl::Time read_start;
 };
 
-StoreService::StoreService(RowStore& store, HotTier& hot_tier,
-                           ShardMetrics& metrics, uint32_t max_rows_per_request,
-                           int gather_threads)
+StoreService::StoreService(RowStore& store, HotTier& hot_tier, ShardMetrics& metrics,
+                           uint32_t max_rows_per_request, int gather_threads)
     : store_(store),
       hot_tier_(hot_tier),
       metrics_(metrics),
@@ -86,45 +84,42 @@ void StoreService::RecycleCall(std::unique_ptr<Call> call) {
 absl::Status StoreService::Validate(const wire::LookupQuery& query) const {
   if (!query.table.empty() && query.table != map_.table) {
     return absl::FailedPreconditionError(
-        absl::StrCat("this shard serves table \"", map_.table, "\", not \"",
-                     query.table, "\""));
+        absl::StrCat("this shard serves table \"", map_.table, "\", not \"", query.table, "\""));
   }
   if (query.version != 0 && query.version != map_.version) {
     return absl::FailedPreconditionError(
-        absl::StrCat("this shard serves version ", map_.version, " of table \"",
-                     map_.table, "\", not version ", query.version,
-                     " (send version 0 to accept any version)"));
+        absl::StrCat("this shard serves version ", map_.version, " of table \"", map_.table,
+                     "\", not version ", query.version, " (send version 0 to accept any version)"));
   }
   const size_t n_layers = map_.layer_rows.size();
   const FastModulo shards(map_.n_shards);  // a per-id divide costs ~0.1 ms a batch
   for (const wire::LayerRange& range : query.layers) {
     if (range.layer >= n_layers) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "layer ", range.layer, " does not exist: table \"", map_.table,
-          "\" has ", n_layers, " Engram layers (0..", n_layers - 1, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("layer ", range.layer, " does not exist: table \"", map_.table, "\" has ",
+                       n_layers, " Engram layers (0..", n_layers - 1, ")"));
     }
     const uint64_t rows = map_.layer_rows[range.layer];
     for (size_t i = range.begin; i < range.begin + range.count; ++i) {
       const uint64_t row = query.ids[i];
       if (row >= rows) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("row id ", row, " is out of range for layer ",
-                         range.layer, ", which has ", rows, " rows"));
+        return absl::InvalidArgumentError(absl::StrCat("row id ", row,
+                                                       " is out of range for layer ", range.layer,
+                                                       ", which has ", rows, " rows"));
       }
       if (shards.Mod(row) != shard_index_) {
         return absl::FailedPreconditionError(absl::StrCat(
-            "row id ", row, " of layer ", range.layer, " belongs to shard ",
-            map_.ShardOf(row), ", not to this shard (", shard_index_, " of ",
-            map_.n_shards, ")"));
+            "row id ", row, " of layer ", range.layer, " belongs to shard ", map_.ShardOf(row),
+            ", not to this shard (", shard_index_, " of ", map_.n_shards, ")"));
       }
     }
   }
   return absl::OkStatus();
 }
 
-grpc::ServerUnaryReactor* StoreService::Lookup(
-    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
-    grpc::ByteBuffer* response) {
+grpc::ServerUnaryReactor* StoreService::Lookup(grpc::CallbackServerContext* context,
+                                               const grpc::ByteBuffer* request,
+                                               grpc::ByteBuffer* response) {
   std::unique_ptr<Call> call = NewCall();
   call->start = absl::Now();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
@@ -155,10 +150,10 @@ void StoreService::LookupBytes(std::span<const uint8_t> request, LookupDone done
 void StoreService::Serve(std::unique_ptr<Call> call, absl::Status status) {
   metrics_.inflight().Increment();
   if (status.code() == absl::StatusCode::kResourceExhausted) {
-    status = absl::ResourceExhaustedError(absl::StrCat(
-        status.message(), "; this server's limit is ", max_rows_per_request_,
-        " rows per request (max_rows_per_request): split the "
-        "batch"));
+    status = absl::ResourceExhaustedError(
+        absl::StrCat(status.message(), "; this server's limit is ", max_rows_per_request_,
+                     " rows per request (max_rows_per_request): split the "
+                     "batch"));
   }
   if (status.ok()) status = Validate(call->query);
   if (!status.ok()) {
@@ -255,18 +250,15 @@ void StoreService::GatherRange(Call& call, size_t lo, size_t hi, GatherShare& sh
   }
 }
 
-void StoreService::Finish(std::unique_ptr<Call> call,
-                          const absl::Status& status) {
+void StoreService::Finish(std::unique_ptr<Call> call, const absl::Status& status) {
   if (status.ok()) {
     const wire::LookupQuery& query = call->query;
     for (size_t i = 0; i < query.layers.size(); ++i) {
       const wire::LayerRange& range = query.layers[i];
-      metrics_.RecordRows(range.layer, call->tiers[i],
-                          range.count * map_.row_bytes[range.layer]);
+      metrics_.RecordRows(range.layer, call->tiers[i], range.count * map_.row_bytes[range.layer]);
     }
   }
-  metrics_.RecordRequest(ShardMetrics::Method::kLookup, status.code(),
-                         absl::Now() - call->start);
+  metrics_.RecordRequest(ShardMetrics::Method::kLookup, status.code(), absl::Now() - call->start);
   metrics_.inflight().Decrement();
   const LookupDone done = std::move(call->done);
   grpc::Slice response = std::move(call->response);
@@ -276,9 +268,9 @@ void StoreService::Finish(std::unique_ptr<Call> call,
   done(status, std::move(response));
 }
 
-grpc::ServerUnaryReactor* StoreService::Info(
-    grpc::CallbackServerContext* context, const v1::InfoRequest* /*request*/,
-    v1::InfoResponse* response) {
+grpc::ServerUnaryReactor* StoreService::Info(grpc::CallbackServerContext* context,
+                                             const v1::InfoRequest* /*request*/,
+                                             v1::InfoResponse* response) {
   const absl::Time start = absl::Now();
   response->set_table(map_.table);
   response->set_version(map_.version);
@@ -288,8 +280,7 @@ grpc::ServerUnaryReactor* StoreService::Info(
   for (uint32_t bytes : map_.row_bytes) response->add_row_bytes(bytes);
   response->set_hot_bytes(hot_tier_.pinned_bytes() + hot_tier_.cached_bytes());
   response->set_stream_port(static_cast<uint32_t>(stream_port_.load()));
-  metrics_.RecordRequest(ShardMetrics::Method::kInfo, absl::StatusCode::kOk,
-                         absl::Now() - start);
+  metrics_.RecordRequest(ShardMetrics::Method::kInfo, absl::StatusCode::kOk, absl::Now() - start);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;

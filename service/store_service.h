@@ -5,9 +5,9 @@
 // is parsed by the hand codec (proto/wire.h) into a pooled id array; the
 // response is one slice of exactly the response's size (from a pool of
 // recycled buffers when large), framed as a LookupResponse, into which rows
-// are copied straight from the hot tier or RocksDB. Hot-tier hits are copied on the gRPC thread; misses go to
-// RowStore::ReadRowsAsync and the call finishes from the read's completion,
-// so one request's disk reads never hold up another request's hot hits.
+// are copied straight from the hot tier or RocksDB. Hot-tier hits are copied on the gRPC thread;
+// misses go to RowStore::ReadRowsAsync and the call finishes from the read's completion, so one
+// request's disk reads never hold up another request's hot hits.
 //
 // Every request is validated completely before any row is touched; a bad
 // request gets a status naming the bad value and never partial rows.
@@ -33,10 +33,10 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "engram/v1/engram_store.grpc.pb.h"
+#include "proto/wire.h"
 #include "service/gather_pool.h"
 #include "service/response_pool.h"
 #include "service/shard_metrics.h"
-#include "proto/wire.h"
 #include "shard/hot_tier.h"
 #include "shard/row_store.h"
 
@@ -44,9 +44,8 @@ namespace engram {
 
 struct GatherShare;  // one part of a request's gather
 
-class StoreService final
-    : public v1::EngramStore::WithRawCallbackMethod_Lookup<
-          v1::EngramStore::WithCallbackMethod_Info<v1::EngramStore::Service>> {
+class StoreService final : public v1::EngramStore::WithRawCallbackMethod_Lookup<
+                               v1::EngramStore::WithCallbackMethod_Info<v1::EngramStore::Service>> {
  public:
   // REQUIRES: store, hot_tier and metrics outlive the service.
   // `gather_threads`: GatherPool helpers for large requests' hot rows.

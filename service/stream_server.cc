@@ -14,8 +14,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/socket_io.h"
-#include "service/log.h"
 #include "proto/stream_wire.h"
+#include "service/log.h"
 
 namespace engram {
 namespace {
@@ -41,8 +41,7 @@ struct StreamServer::Connection {
     stream::FrameHeader header;
     header.id = id;
     header.word = static_cast<uint32_t>(status.code());
-    const absl::string_view message =
-        status.message().substr(0, stream::kMaxErrorBytes);
+    const absl::string_view message = status.message().substr(0, stream::kMaxErrorBytes);
     iovec iov[2];
     uint8_t head[stream::kHeaderBytes];
     iov[0] = {head, sizeof(head)};
@@ -91,16 +90,16 @@ absl::StatusOr<std::unique_ptr<StreamServer>> StreamServer::Start(
     const std::string reason = std::strerror(errno);
     ::freeaddrinfo(found);
     if (fd >= 0) ::close(fd);
-    return absl::UnavailableError(absl::StrCat("row stream: cannot listen on ", where, ": ",
-                                               reason, " (choose another --stream_port)"));
+    return absl::UnavailableError(absl::StrCat("row stream: cannot listen on ", where, ": ", reason,
+                                               " (choose another --stream_port)"));
   }
   ::freeaddrinfo(found);
   sockaddr_storage bound{};
   socklen_t len = sizeof(bound);
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len);
-  server->port_ = ntohs(bound.ss_family == AF_INET6
-                            ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
-                            : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  server->port_ =
+      ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                                        : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
   server->listen_fd_ = fd;
   server->accept_thread_ = std::thread([s = server.get()] { s->AcceptLoop(); });
   return server;

@@ -52,8 +52,9 @@ class StreamServer {
  public:
   // Binds and starts accepting. Errors: Unavailable when the address cannot
   // be bound. REQUIRES: service and metrics outlive the server.
-  static absl::StatusOr<std::unique_ptr<StreamServer>> Start(
-      const StreamServerOptions& options, StoreService* service, ShardMetrics* metrics);
+  static absl::StatusOr<std::unique_ptr<StreamServer>> Start(const StreamServerOptions& options,
+                                                             StoreService* service,
+                                                             ShardMetrics* metrics);
   ~StreamServer();
   StreamServer(const StreamServer&) = delete;
   StreamServer& operator=(const StreamServer&) = delete;

@@ -17,10 +17,10 @@
 #include "common/table.h"
 #include "engram/v1/engram_store.grpc.pb.h"
 #include "gtest/gtest.h"
-#include "service/shard_server.h"
 #include "proto/stream_wire.h"
-#include "service/testing/server_test_util.h"
 #include "proto/wire.h"
+#include "service/shard_server.h"
+#include "service/testing/server_test_util.h"
 
 namespace engram {
 namespace {
@@ -252,8 +252,7 @@ TEST_F(StreamServerTest, ShutdownClosesOpenConnections) {
   server_->Shutdown(absl::Seconds(1));
   EXPECT_TRUE(Closed(fd));
   ::close(fd);
-  absl::StatusOr<int> again =
-      ConnectTcp("127.0.0.1", server_->stream_port(), absl::Seconds(1));
+  absl::StatusOr<int> again = ConnectTcp("127.0.0.1", server_->stream_port(), absl::Seconds(1));
   EXPECT_FALSE(again.ok());
 }
 

@@ -41,8 +41,7 @@ class FrequencySketch {
   static constexpr uint8_t kMax = 15;
 
   uint64_t Index(uint64_t hash, int r) const {
-    return KeySlotIndex::Mix(hash + 0x9e3779b97f4a7c15ull * (r + 1)) &
-           (width_ - 1);
+    return KeySlotIndex::Mix(hash + 0x9e3779b97f4a7c15ull * (r + 1)) & (width_ - 1);
   }
   void Age() {
     for (uint8_t& c : counters_) c >>= 1;
@@ -59,8 +58,7 @@ class FrequencySketch {
 
 class AdmissionCache::Shard {
  public:
-  Shard(uint8_t* rows, uint64_t slots, uint32_t slot_bytes,
-        AdmissionCacheOptions::Policy policy)
+  Shard(uint8_t* rows, uint64_t slots, uint32_t slot_bytes, AdmissionCacheOptions::Policy policy)
       : rows_(rows),
         slot_bytes_(slot_bytes),
         policy_(policy),
@@ -123,18 +121,17 @@ class AdmissionCache::Shard {
 };
 
 AdmissionCache::AdmissionCache(const AdmissionCacheOptions& options)
-    : slots_(options.slot_bytes == 0 ? 0 : options.slots),
-      slot_bytes_(options.slot_bytes) {
+    : slots_(options.slot_bytes == 0 ? 0 : options.slots), slot_bytes_(options.slot_bytes) {
   if (slots_ == 0) return;
   // At least ~64 slots per shard, so CLOCK and the sketch have room to work.
-  const uint64_t n_shards = std::clamp<uint64_t>(
-      slots_ / 64, 1, static_cast<uint64_t>(std::max(1, options.shards)));
+  const uint64_t n_shards =
+      std::clamp<uint64_t>(slots_ / 64, 1, static_cast<uint64_t>(std::max(1, options.shards)));
   arena_.reset(new uint8_t[slots_ * slot_bytes_]);
   uint64_t first = 0;
   for (uint64_t i = 0; i < n_shards; ++i) {
     const uint64_t n = slots_ / n_shards + (i < slots_ % n_shards ? 1 : 0);
-    shards_.push_back(std::make_unique<Shard>(
-        arena_.get() + first * slot_bytes_, n, slot_bytes_, options.policy));
+    shards_.push_back(std::make_unique<Shard>(arena_.get() + first * slot_bytes_, n, slot_bytes_,
+                                              options.policy));
     first += n;
   }
 }

@@ -30,9 +30,10 @@ class Cursor {
 
   absl::Status Read(void* out, uint64_t n) {
     if (n > remaining()) {
-      return absl::DataLossError(absl::StrCat(
-          what_, ": file ends at byte ", file_size_, " inside the header "
-          "(reading ", n, " bytes at ", pos_, "); the file is truncated"));
+      return absl::DataLossError(absl::StrCat(what_, ": file ends at byte ", file_size_,
+                                              " inside the header "
+                                              "(reading ",
+                                              n, " bytes at ", pos_, "); the file is truncated"));
     }
     auto* dst = static_cast<uint8_t*>(out);
     while (n > 0) {
@@ -58,9 +59,9 @@ class Cursor {
     uint64_t len = 0;
     RETURN_IF_ERROR(Get(&len));
     if (len > kMaxStringBytes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what_, ": string of ", len, " bytes at byte ", pos_ - 8,
-          " is implausible; the header is corrupt"));
+      return absl::InvalidArgumentError(absl::StrCat(what_, ": string of ", len, " bytes at byte ",
+                                                     pos_ - 8,
+                                                     " is implausible; the header is corrupt"));
     }
     out->resize(len);
     return Read(out->data(), len);
@@ -75,11 +76,10 @@ class Cursor {
  private:
   absl::Status Fill() {
     buf_.resize(1 << 20);
-    const ssize_t got = ::pread(fd_, buf_.data(), buf_.size(),
-                                static_cast<off_t>(pos_));
+    const ssize_t got = ::pread(fd_, buf_.data(), buf_.size(), static_cast<off_t>(pos_));
     if (got <= 0) {
-      return absl::DataLossError(absl::StrCat(what_, ": cannot read at byte ",
-                                              pos_, ": ", std::strerror(errno)));
+      return absl::DataLossError(
+          absl::StrCat(what_, ": cannot read at byte ", pos_, ": ", std::strerror(errno)));
     }
     buf_pos_ = pos_;
     buf_len_ = static_cast<uint64_t>(got);
@@ -97,11 +97,23 @@ class Cursor {
 // Bytes per element of a scalar GGUF type, 0 for strings/arrays/unknown.
 uint64_t ScalarBytes(GgufType t) {
   switch (t) {
-    case GgufType::kU8: case GgufType::kI8: case GgufType::kBool: return 1;
-    case GgufType::kU16: case GgufType::kI16: return 2;
-    case GgufType::kU32: case GgufType::kI32: case GgufType::kF32: return 4;
-    case GgufType::kU64: case GgufType::kI64: case GgufType::kF64: return 8;
-    default: return 0;
+    case GgufType::kU8:
+    case GgufType::kI8:
+    case GgufType::kBool:
+      return 1;
+    case GgufType::kU16:
+    case GgufType::kI16:
+      return 2;
+    case GgufType::kU32:
+    case GgufType::kI32:
+    case GgufType::kF32:
+      return 4;
+    case GgufType::kU64:
+    case GgufType::kI64:
+    case GgufType::kF64:
+      return 8;
+    default:
+      return 0;
   }
 }
 
@@ -110,8 +122,7 @@ bool IsIntegerType(GgufType t) {
 }
 
 bool IsSignedType(GgufType t) {
-  return t == GgufType::kI8 || t == GgufType::kI16 || t == GgufType::kI32 ||
-         t == GgufType::kI64;
+  return t == GgufType::kI8 || t == GgufType::kI16 || t == GgufType::kI32 || t == GgufType::kI64;
 }
 
 // Reads one integer of type t (IsIntegerType) as a 64-bit pattern.
@@ -128,8 +139,8 @@ absl::Status GetInt(Cursor& c, GgufType t, uint64_t* out) {
   return absl::OkStatus();
 }
 
-absl::Status ReadValue(Cursor& c, GgufType type, const std::string& key,
-                       const std::string& what, GgufValue* out) {
+absl::Status ReadValue(Cursor& c, GgufType type, const std::string& key, const std::string& what,
+                       GgufValue* out) {
   out->type = type;
   if (IsIntegerType(type)) {
     out->ints.resize(1);
@@ -154,16 +165,16 @@ absl::Status ReadValue(Cursor& c, GgufType type, const std::string& key,
       const uint64_t width = ScalarBytes(out->elem_type);
       // Every element takes at least 8 bytes (a string's length) otherwise.
       const uint64_t min_bytes = width != 0 ? width : 8;
-      if (out->elem_type == GgufType::kArray || (width == 0 && out->elem_type != GgufType::kString)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            what, ": metadata ", key, " is an array of unsupported type ",
-            elem));
+      if (out->elem_type == GgufType::kArray ||
+          (width == 0 && out->elem_type != GgufType::kString)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, ": metadata ", key, " is an array of unsupported type ", elem));
       }
       if (out->count > c.remaining() / min_bytes) {
-        return absl::DataLossError(absl::StrCat(
-            what, ": metadata ", key, " claims ", out->count,
-            " elements, more than the file holds; the file is truncated or "
-            "corrupt"));
+        return absl::DataLossError(
+            absl::StrCat(what, ": metadata ", key, " claims ", out->count,
+                         " elements, more than the file holds; the file is truncated or "
+                         "corrupt"));
       }
       if (IsIntegerType(out->elem_type)) {
         out->ints.resize(out->count);
@@ -180,9 +191,8 @@ absl::Status ReadValue(Cursor& c, GgufType type, const std::string& key,
       return absl::OkStatus();
     }
     default:
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, ": metadata ", key, " has unknown value type ",
-                       static_cast<uint32_t>(type)));
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": metadata ", key, " has unknown value type ", static_cast<uint32_t>(type)));
   }
 }
 
@@ -190,21 +200,17 @@ absl::Status ReadValue(Cursor& c, GgufType type, const std::string& key,
 
 std::string GgmlTypeName(uint32_t type) {
   static constexpr const char* kNames[] = {
-      "F32",  "F16",  "Q4_0", "Q4_1", nullptr, nullptr, "Q5_0", "Q5_1",
-      "Q8_0", "Q8_1", "Q2_K", "Q3_K", "Q4_K",  "Q5_K",  "Q6_K", "Q8_K",
-      "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S", "IQ4_NL", "IQ3_S", "IQ2_S",
-      "IQ4_XS", "I8", "I16", "I32", "I64", "F64", "IQ1_M", "BF16"};
+      "F32",     "F16",    "Q4_0",    "Q4_1",  nullptr,  nullptr, "Q5_0",  "Q5_1",
+      "Q8_0",    "Q8_1",   "Q2_K",    "Q3_K",  "Q4_K",   "Q5_K",  "Q6_K",  "Q8_K",
+      "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S", "IQ4_NL", "IQ3_S", "IQ2_S", "IQ4_XS",
+      "I8",      "I16",    "I32",     "I64",   "F64",    "IQ1_M", "BF16"};
   if (type < std::size(kNames) && kNames[type] != nullptr) return kNames[type];
   return absl::StrCat("type ", type);
 }
 
-bool GgufValue::is_integer() const {
-  return IsIntegerType(is_array() ? elem_type : type);
-}
+bool GgufValue::is_integer() const { return IsIntegerType(is_array() ? elem_type : type); }
 
-bool GgufValue::is_signed() const {
-  return IsSignedType(is_array() ? elem_type : type);
-}
+bool GgufValue::is_signed() const { return IsSignedType(is_array() ? elem_type : type); }
 
 const GgufValue* GgufHeader::Find(std::string_view key) const {
   auto it = metadata.find(key);
@@ -221,8 +227,7 @@ const GgufTensorInfo* GgufHeader::FindTensor(std::string_view name) const {
 absl::StatusOr<GgufHeader> ReadGgufHeader(int fd, const std::string& what) {
   struct stat st;
   if (::fstat(fd, &st) != 0) {
-    return absl::InternalError(
-        absl::StrCat(what, ": cannot stat: ", std::strerror(errno)));
+    return absl::InternalError(absl::StrCat(what, ": cannot stat: ", std::strerror(errno)));
   }
   GgufHeader h;
   h.file_size = static_cast<uint64_t>(st.st_size);
@@ -230,22 +235,21 @@ absl::StatusOr<GgufHeader> ReadGgufHeader(int fd, const std::string& what) {
   char magic[4];
   RETURN_IF_ERROR(c.Read(magic, 4));
   if (std::memcmp(magic, "GGUF", 4) != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": not a GGUF file (no \"GGUF\" magic)"));
+    return absl::InvalidArgumentError(absl::StrCat(what, ": not a GGUF file (no \"GGUF\" magic)"));
   }
   RETURN_IF_ERROR(c.Get(&h.version));
   if (h.version != 2 && h.version != 3) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ": GGUF version ", h.version, " is not supported (want 3)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": GGUF version ", h.version, " is not supported (want 3)"));
   }
   uint64_t n_tensors = 0, n_kv = 0;
   RETURN_IF_ERROR(c.Get(&n_tensors));
   RETURN_IF_ERROR(c.Get(&n_kv));
   // Each kv takes >= 12 bytes and each tensor info >= 24.
   if (n_kv > c.remaining() / 12 || n_tensors > c.remaining() / 24) {
-    return absl::DataLossError(absl::StrCat(
-        what, ": header claims ", n_kv, " metadata entries and ", n_tensors,
-        " tensors, more than the file holds; truncated or corrupt"));
+    return absl::DataLossError(
+        absl::StrCat(what, ": header claims ", n_kv, " metadata entries and ", n_tensors,
+                     " tensors, more than the file holds; truncated or corrupt"));
   }
   for (uint64_t i = 0; i < n_kv; ++i) {
     std::string key;
@@ -259,8 +263,8 @@ absl::StatusOr<GgufHeader> ReadGgufHeader(int fd, const std::string& what) {
   if (const GgufValue* a = h.Find("general.alignment"); a != nullptr) {
     const uint64_t align = a->is_integer() && !a->is_array() ? a->ints[0] : 0;
     if (align == 0 || (align & (align - 1)) != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, ": general.alignment must be a power of two integer"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": general.alignment must be a power of two integer"));
     }
     h.alignment = align;
   }
@@ -270,8 +274,8 @@ absl::StatusOr<GgufHeader> ReadGgufHeader(int fd, const std::string& what) {
     RETURN_IF_ERROR(c.GetString(&t.name));
     RETURN_IF_ERROR(c.Get(&n_dims));
     if (n_dims > kMaxDims) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, ": tensor ", t.name, " has ", n_dims, " dimensions"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": tensor ", t.name, " has ", n_dims, " dimensions"));
     }
     t.dims.resize(n_dims);
     for (uint64_t& d : t.dims) {
@@ -280,17 +284,15 @@ absl::StatusOr<GgufHeader> ReadGgufHeader(int fd, const std::string& what) {
     RETURN_IF_ERROR(c.Get(&t.type));
     RETURN_IF_ERROR(c.Get(&t.offset));
     if (t.offset % h.alignment != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, ": tensor ", t.name, " has offset ", t.offset,
-          ", not a multiple of the alignment ", h.alignment,
-          "; the file is corrupt"));
+      return absl::InvalidArgumentError(absl::StrCat(what, ": tensor ", t.name, " has offset ",
+                                                     t.offset, ", not a multiple of the alignment ",
+                                                     h.alignment, "; the file is corrupt"));
     }
   }
   h.data_start = (c.pos() + h.alignment - 1) / h.alignment * h.alignment;
   if (h.data_start > h.file_size) {
-    return absl::DataLossError(absl::StrCat(
-        what, ": file ends before its data section (byte ", h.data_start,
-        "); the file is truncated"));
+    return absl::DataLossError(absl::StrCat(what, ": file ends before its data section (byte ",
+                                            h.data_start, "); the file is truncated"));
   }
   return h;
 }
@@ -299,16 +301,14 @@ GgufEngramFile::~GgufEngramFile() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-absl::StatusOr<std::unique_ptr<GgufEngramFile>> GgufEngramFile::Open(
-    const std::string& path) {
+absl::StatusOr<std::unique_ptr<GgufEngramFile>> GgufEngramFile::Open(const std::string& path) {
   std::unique_ptr<GgufEngramFile> f(new GgufEngramFile());
   f->path_ = path;
   f->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (f->fd_ < 0) {
     const std::string msg =
         absl::StrCat("cannot open GGUF file ", path, ": ", std::strerror(errno));
-    return errno == ENOENT ? absl::NotFoundError(msg)
-                           : absl::InvalidArgumentError(msg);
+    return errno == ENOENT ? absl::NotFoundError(msg) : absl::InvalidArgumentError(msg);
   }
   ASSIGN_OR_RETURN(GgufHeader h, ReadGgufHeader(f->fd_, path));
   f->header_ = std::move(h);
@@ -316,13 +316,10 @@ absl::StatusOr<std::unique_ptr<GgufEngramFile>> GgufEngramFile::Open(
   return f;
 }
 
-absl::Status GgufEngramFile::ReadRows(int layer, uint64_t first, uint64_t n,
-                                      uint8_t* out) const {
-  if (layer < 0 || layer >= n_layers() || first > rows(layer) ||
-      n > rows(layer) - first) {
-    return absl::OutOfRangeError(absl::StrCat(
-        path_, ": rows [", first, ", ", first + n, ") of layer ", layer,
-        " are outside the table"));
+absl::Status GgufEngramFile::ReadRows(int layer, uint64_t first, uint64_t n, uint8_t* out) const {
+  if (layer < 0 || layer >= n_layers() || first > rows(layer) || n > rows(layer) - first) {
+    return absl::OutOfRangeError(absl::StrCat(path_, ": rows [", first, ", ", first + n,
+                                              ") of layer ", layer, " are outside the table"));
   }
   uint64_t off = tensor_offsets_[layer] + first * kRowBytes;
   uint64_t left = n * kRowBytes;
@@ -330,9 +327,9 @@ absl::Status GgufEngramFile::ReadRows(int layer, uint64_t first, uint64_t n,
     const ssize_t got = ::pread(fd_, out, left, static_cast<off_t>(off));
     if (got < 0 && errno == EINTR) continue;
     if (got <= 0) {
-      return absl::DataLossError(absl::StrCat(
-          path_, ": short read at byte ", off, " (layer ", layer,
-          "): ", got < 0 ? std::strerror(errno) : "end of file"));
+      return absl::DataLossError(
+          absl::StrCat(path_, ": short read at byte ", off, " (layer ", layer,
+                       "): ", got < 0 ? std::strerror(errno) : "end of file"));
     }
     out += got;
     off += static_cast<uint64_t>(got);
@@ -350,8 +347,7 @@ absl::Status GgufEngramFile::BuildLayout() {
     return bad("no general.architecture string; not a DeepSeek-V4.1 GGUF");
   }
   if (arch->str != "deepseek41") {
-    return bad("architecture is '", arch->str,
-               "', want 'deepseek41' (a DeepSeek-V4.1 GGUF)");
+    return bad("architecture is '", arch->str, "', want 'deepseek41' (a DeepSeek-V4.1 GGUF)");
   }
   const std::string prefix = kPrefix;
   const GgufValue* enc = header_.Find(prefix + "encoding");
@@ -359,8 +355,8 @@ absl::Status GgufEngramFile::BuildLayout() {
     return bad("missing string metadata ", prefix, "encoding");
   }
   if (enc->str != kEncoding) {
-    return bad("Engram tables are encoded as '", enc->str, "'; only '",
-               kEncoding, "' (the checkpoint's fp8 rows) can be served; "
+    return bad("Engram tables are encoded as '", enc->str, "'; only '", kEncoding,
+               "' (the checkpoint's fp8 rows) can be served; "
                "re-convert the model without re-quantising the Engram tables");
   }
   // Integer metadata, as 64-bit patterns. Negative values are refused unless
@@ -373,8 +369,7 @@ absl::Status GgufEngramFile::BuildLayout() {
       return required ? bad("missing metadata ", prefix, key) : absl::OkStatus();
     }
     if (!v->is_integer() || v->is_array() != want_array) {
-      return bad("metadata ", prefix, key, " must be an integer ",
-                 want_array ? "array" : "scalar");
+      return bad("metadata ", prefix, key, " must be an integer ", want_array ? "array" : "scalar");
     }
     if (!bits && v->is_signed()) {
       for (uint64_t x : v->ints) {
@@ -387,8 +382,8 @@ absl::Status GgufEngramFile::BuildLayout() {
     *out = v->ints;
     return absl::OkStatus();
   };
-  std::vector<uint64_t> layer_ids, rows, token_map, primes, multipliers,
-      offsets, compressed, pad, max_ngram, head_count;
+  std::vector<uint64_t> layer_ids, rows, token_map, primes, multipliers, offsets, compressed, pad,
+      max_ngram, head_count;
   struct Want {
     const char* key;
     std::vector<uint64_t>* out;
@@ -417,20 +412,20 @@ absl::Status GgufEngramFile::BuildLayout() {
   if (token_map.empty()) return bad(prefix, "token_map is empty");
   const uint64_t N = max_ngram.empty() ? multipliers.size() / L : max_ngram[0];
   if (N < 2 || N > 64 || multipliers.size() != L * N) {
-    return bad(prefix, "multipliers has ", multipliers.size(),
-               " entries; want max_ngram_size (", N, ", at least 2) per layer "
-               "for ", L, " layers");
+    return bad(prefix, "multipliers has ", multipliers.size(), " entries; want max_ngram_size (", N,
+               ", at least 2) per layer "
+               "for ",
+               L, " layers");
   }
   const uint64_t per_head = L * (N - 1);
   const uint64_t H = head_count.empty() ? primes.size() / per_head : head_count[0];
   if (H < 1 || H > 4096 || primes.size() != per_head * H) {
-    return bad(prefix, "primes has ", primes.size(), " entries; want ", L,
-               " layers x ", N - 1, " orders x head_count (", H, ")");
+    return bad(prefix, "primes has ", primes.size(), " entries; want ", L, " layers x ", N - 1,
+               " orders x head_count (", H, ")");
   }
   const uint64_t cols = (N - 1) * H;
   if (!offsets.empty() && offsets.size() != L * cols) {
-    return bad(prefix, "offsets has ", offsets.size(), " entries, want ",
-               L * cols);
+    return bad(prefix, "offsets has ", offsets.size(), " entries, want ", L * cols);
   }
   for (size_t t = 0; t < token_map.size(); ++t) {
     if (token_map[t] >= compressed[0]) {
@@ -451,44 +446,39 @@ absl::Status GgufEngramFile::BuildLayout() {
   lay.offsets.assign(L, {});
   tensor_offsets_.assign(L, 0);
   for (uint64_t l = 0; l < L; ++l) {
-    lay.multipliers[l].assign(multipliers.begin() + l * N,
-                              multipliers.begin() + (l + 1) * N);
+    lay.multipliers[l].assign(multipliers.begin() + l * N, multipliers.begin() + (l + 1) * N);
     uint64_t sum = 0;
     for (uint64_t c = 0; c < cols; ++c) {
       const uint64_t p = primes[l * cols + c];
       if (p == 0 || p > kMaxRows) {
-        return bad(prefix, "primes[", l * cols + c, "] = ", p,
-                   " is out of range");
+        return bad(prefix, "primes[", l * cols + c, "] = ", p, " is out of range");
       }
       lay.primes[l][c / H].push_back(static_cast<int64_t>(p));
-      lay.offsets[l].push_back(static_cast<int64_t>(
-          offsets.empty() ? sum : offsets[l * cols + c]));
+      lay.offsets[l].push_back(static_cast<int64_t>(offsets.empty() ? sum : offsets[l * cols + c]));
       sum += p;
     }
     if (sum != rows[l]) {
-      return bad("layer ", layer_ids[l], ": primes sum to ", sum, " but ",
-                 prefix, "rows says ", rows[l]);
+      return bad("layer ", layer_ids[l], ": primes sum to ", sum, " but ", prefix, "rows says ",
+                 rows[l]);
     }
-    const std::string tname =
-        absl::StrCat("blk.", layer_ids[l], ".engram_embd.weight");
+    const std::string tname = absl::StrCat("blk.", layer_ids[l], ".engram_embd.weight");
     const GgufTensorInfo* t = header_.FindTensor(tname);
     if (t == nullptr) return bad("missing tensor ", tname);
     if (t->type != kGgmlTypeI8) {
-      return bad("tensor ", tname, " has GGML type ", GgmlTypeName(t->type),
-                 "; want I8 (raw ", kEncoding, " rows)");
+      return bad("tensor ", tname, " has GGML type ", GgmlTypeName(t->type), "; want I8 (raw ",
+                 kEncoding, " rows)");
     }
     if (t->dims.size() != 2 || t->dims[0] != kRowBytes || t->dims[1] != sum) {
       std::string dims;
       for (uint64_t d : t->dims) absl::StrAppend(&dims, dims.empty() ? "" : ", ", d);
-      return bad("tensor ", tname, " has dims [", dims, "]; want [",
-                 kRowBytes, ", ", sum, "] (row bytes, the layer's primes sum)");
+      return bad("tensor ", tname, " has dims [", dims, "]; want [", kRowBytes, ", ", sum,
+                 "] (row bytes, the layer's primes sum)");
     }
     const uint64_t begin = header_.data_start + t->offset;
-    if (t->offset > header_.file_size ||
-        begin + sum * kRowBytes > header_.file_size) {
-      return absl::DataLossError(absl::StrCat(
-          path_, ": tensor ", tname, " ends at byte ", begin + sum * kRowBytes,
-          " but the file has ", header_.file_size, " bytes; it is truncated"));
+    if (t->offset > header_.file_size || begin + sum * kRowBytes > header_.file_size) {
+      return absl::DataLossError(absl::StrCat(path_, ": tensor ", tname, " ends at byte ",
+                                              begin + sum * kRowBytes, " but the file has ",
+                                              header_.file_size, " bytes; it is truncated"));
     }
     tensor_offsets_[l] = begin;
   }

@@ -28,8 +28,19 @@
 namespace engram {
 
 enum class GgufType : uint32_t {
-  kU8 = 0, kI8 = 1, kU16 = 2, kI16 = 3, kU32 = 4, kI32 = 5, kF32 = 6,
-  kBool = 7, kString = 8, kArray = 9, kU64 = 10, kI64 = 11, kF64 = 12,
+  kU8 = 0,
+  kI8 = 1,
+  kU16 = 2,
+  kI16 = 3,
+  kU32 = 4,
+  kI32 = 5,
+  kF32 = 6,
+  kBool = 7,
+  kString = 8,
+  kArray = 9,
+  kU64 = 10,
+  kI64 = 11,
+  kF64 = 12,
 };
 
 // GGML tensor types this code names in messages (others print as numbers).
@@ -46,8 +57,8 @@ struct GgufValue {
   GgufType elem_type = GgufType::kU8;  // arrays only
   uint64_t count = 1;                  // array length; 1 for scalars
   std::vector<uint64_t> ints;
-  double real = 0;                     // f32/f64 scalar
-  std::string str;                     // string scalar
+  double real = 0;  // f32/f64 scalar
+  std::string str;  // string scalar
 
   bool is_array() const { return type == GgufType::kArray; }
   // Integer (or bool) scalar or array of them.
@@ -98,8 +109,7 @@ class GgufEngramFile {
   //   lengths). Any integer element type is accepted. Checks each layer's
   //   primes sum to its rows and to its tensor's second dimension, the
   //   tensor's type is I8 with dims [264, rows], and it lies inside the file.
-  static absl::StatusOr<std::unique_ptr<GgufEngramFile>> Open(
-      const std::string& path);
+  static absl::StatusOr<std::unique_ptr<GgufEngramFile>> Open(const std::string& path);
   ~GgufEngramFile();
   GgufEngramFile(const GgufEngramFile&) = delete;
   GgufEngramFile& operator=(const GgufEngramFile&) = delete;
@@ -114,8 +124,7 @@ class GgufEngramFile {
   // Copies rows [first, first + n) of layer `layer` (index into the layout)
   // into out[n * kRowBytes]. OutOfRange when outside the layer; DataLoss on a
   // short read.
-  absl::Status ReadRows(int layer, uint64_t first, uint64_t n,
-                        uint8_t* out) const;
+  absl::Status ReadRows(int layer, uint64_t first, uint64_t n, uint8_t* out) const;
 
  private:
   GgufEngramFile() = default;

@@ -9,9 +9,9 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "common/table_gen.h"
+#include "common/testing/test_files.h"
 #include "gtest/gtest.h"
 #include "shard/testing/gguf_writer.h"
-#include "common/testing/test_files.h"
 
 namespace engram {
 namespace {
@@ -41,8 +41,7 @@ class GgufTest : public ::testing::Test {
     return GgufEngramFile::Open(path_);
   }
   // Expects Open to fail with `code` and a message containing `text`.
-  void ExpectError(const GgufWriter& w, absl::StatusCode code,
-                   const std::string& text) {
+  void ExpectError(const GgufWriter& w, absl::StatusCode code, const std::string& text) {
     absl::StatusOr<std::unique_ptr<GgufEngramFile>> f = OpenWritten(w);
     ASSERT_FALSE(f.ok()) << "expected an error mentioning " << text;
     EXPECT_EQ(f.status().code(), code) << f.status();
@@ -71,8 +70,7 @@ TEST_F(GgufTest, ReadsLayoutAndRows) {
     EXPECT_EQ(got, want) << "layer " << l;
   }
   std::vector<uint8_t> one(264);
-  EXPECT_EQ((*f)->ReadRows(0, (*f)->rows(0), 1, one.data()).code(),
-            absl::StatusCode::kOutOfRange);
+  EXPECT_EQ((*f)->ReadRows(0, (*f)->rows(0), 1, one.data()).code(), absl::StatusCode::kOutOfRange);
 }
 
 TEST_F(GgufTest, AcceptsAnyIntegerTypeAndOptionalKeys) {
@@ -85,7 +83,8 @@ TEST_F(GgufTest, AcceptsAnyIntegerTypeAndOptionalKeys) {
   w.AddScalar(kPrefix + "pad_id", GgufType::kU64, static_cast<uint64_t>(layout.pad_id));
   std::vector<uint64_t> primes, offsets;
   for (int l = 0; l < layout.n_layers(); ++l) {
-    for (const auto& order : layout.primes[l]) primes.insert(primes.end(), order.begin(), order.end());
+    for (const auto& order : layout.primes[l])
+      primes.insert(primes.end(), order.begin(), order.end());
     offsets.insert(offsets.end(), layout.offsets[l].begin(), layout.offsets[l].end());
   }
   w.AddIntArray(kPrefix + "primes", GgufType::kU16, primes);
@@ -129,8 +128,7 @@ TEST_F(GgufTest, RefusesTensorShapeThatDisagreesWithPrimes) {
   std::vector<uint64_t> ids(layout.engram_layer_ids.begin(), layout.engram_layer_ids.end());
   ids[0] = 98;
   w.AddIntArray(kPrefix + "layer_ids", GgufType::kU32, ids);
-  w.AddTensor("blk.98.engram_embd.weight", {264, rows}, kGgmlTypeI8,
-              std::string(rows * 264, 0));
+  w.AddTensor("blk.98.engram_embd.weight", {264, rows}, kGgmlTypeI8, std::string(rows * 264, 0));
   ExpectError(w, absl::StatusCode::kInvalidArgument, "has dims [264, ");
 }
 

@@ -5,13 +5,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/status_macros.h"
-#include "shard/admission_cache.h"
-#include "common/hot_profile.h"
 #include "common/fast_mod.h"
+#include "common/hot_profile.h"
 #include "common/huge_buffer.h"
 #include "common/key_index.h"
 #include "common/prefetch_gather.h"
+#include "common/status_macros.h"
+#include "shard/admission_cache.h"
 
 namespace engram {
 namespace {
@@ -24,9 +24,8 @@ class HotTierImpl final : public HotTier {
   // `dense`: the pinned keys are every row of `shard`, in key order, so a
   // row's slot is computed from its id instead of looked up.
   // `arena` holds pinned_rows * stride bytes.
-  HotTierImpl(const ShardMap& map, uint32_t shard, uint64_t budget,
-              uint32_t stride, uint64_t pinned_rows, bool dense,
-              HugePageBuffer arena)
+  HotTierImpl(const ShardMap& map, uint32_t shard, uint64_t budget, uint32_t stride,
+              uint64_t pinned_rows, bool dense, HugePageBuffer arena)
       : row_bytes_(map.row_bytes),
         budget_(budget),
         stride_(stride),
@@ -52,8 +51,7 @@ class HotTierImpl final : public HotTier {
       refs.clear();
       const size_t end = std::min(keys.size(), first + kLoadBatch);
       for (size_t i = first; i < end; ++i) {
-        refs.push_back({ShardKeyLayer(keys[i]), ShardKeyRow(keys[i]),
-                        arena_.data() + i * stride_});
+        refs.push_back({ShardKeyLayer(keys[i]), ShardKeyRow(keys[i]), arena_.data() + i * stride_});
       }
       RETURN_IF_ERROR(store.ReadRows(refs));
       if (dense_) continue;
@@ -84,8 +82,8 @@ class HotTierImpl final : public HotTier {
     return HotResult::kMiss;
   }
 
-  HotBatchResult LookupBatch(uint32_t layer, std::span<const uint64_t> rows,
-                             uint8_t* dst, std::vector<uint32_t>* misses) override {
+  HotBatchResult LookupBatch(uint32_t layer, std::span<const uint64_t> rows, uint8_t* dst,
+                             std::vector<uint32_t>* misses) override {
     HotBatchResult result;
     if (layer >= row_bytes_.size()) {
       for (size_t i = 0; i < rows.size(); ++i) misses->push_back(static_cast<uint32_t>(i));
@@ -156,11 +154,11 @@ class HotTierImpl final : public HotTier {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<HotTier>> HotTier::Build(
-    RowStore& store, const HotTierOptions& options) {
+absl::StatusOr<std::unique_ptr<HotTier>> HotTier::Build(RowStore& store,
+                                                        const HotTierOptions& options) {
   if (options.cache_share_percent > 100) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "hot tier cache share ", options.cache_share_percent, "% is not in 0..100"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("hot tier cache share ", options.cache_share_percent, "% is not in 0..100"));
   }
   const ShardMap& map = store.shard_map();
   const uint32_t shard = store.shard_index();
@@ -182,11 +180,10 @@ absl::StatusOr<std::unique_ptr<HotTier>> HotTier::Build(
       }
     }
   } else if (budget > 0 && !options.profile_path.empty()) {
-    ASSIGN_OR_RETURN(std::vector<HotProfileEntry> profile, ReadHotProfile(options.profile_path, map, shard));
-    const uint64_t pin_rows =
-        (budget - budget * options.cache_share_percent / 100) / stride;
-    const uint64_t skip = std::min<uint64_t>(options.skip_profile_bytes / stride,
-                                             profile.size());
+    ASSIGN_OR_RETURN(std::vector<HotProfileEntry> profile,
+                     ReadHotProfile(options.profile_path, map, shard));
+    const uint64_t pin_rows = (budget - budget * options.cache_share_percent / 100) / stride;
+    const uint64_t skip = std::min<uint64_t>(options.skip_profile_bytes / stride, profile.size());
     keys.reserve(std::min<uint64_t>(pin_rows, profile.size() - skip));
     for (size_t i = skip; i < profile.size(); ++i) {
       if (keys.size() >= pin_rows) break;
@@ -194,8 +191,8 @@ absl::StatusOr<std::unique_ptr<HotTier>> HotTier::Build(
     }
   }
   ASSIGN_OR_RETURN(HugePageBuffer arena, HugePageBuffer::Allocate(keys.size() * uint64_t{stride}));
-  auto tier = std::make_unique<HotTierImpl>(map, shard, budget, stride, keys.size(),
-                                            whole_shard, std::move(arena));
+  auto tier = std::make_unique<HotTierImpl>(map, shard, budget, stride, keys.size(), whole_shard,
+                                            std::move(arena));
   if (auto s = tier->Pin(store, keys); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("loading the hot tier: ", s.message()));
   }

@@ -65,8 +65,8 @@ class HotTier {
  public:
   // Loads pinned rows from `store` (batched ReadRows; for a full-shard
   // budget every row in key order). REQUIRES: store outlives the tier.
-  static absl::StatusOr<std::unique_ptr<HotTier>> Build(
-      RowStore& store, const HotTierOptions& options);
+  static absl::StatusOr<std::unique_ptr<HotTier>> Build(RowStore& store,
+                                                        const HotTierOptions& options);
   virtual ~HotTier() = default;
 
   // Copies the row into dst (row_bytes of its layer) when resident.
@@ -76,8 +76,8 @@ class HotTier {
   // to *misses, in order (and dst there is left as it was). Rows are
   // prefetched a few ahead of the copy, so a large hot request is gathered
   // at memory bandwidth rather than one cache miss at a time.
-  virtual HotBatchResult LookupBatch(uint32_t layer, std::span<const uint64_t> rows,
-                                     uint8_t* dst, std::vector<uint32_t>* misses) = 0;
+  virtual HotBatchResult LookupBatch(uint32_t layer, std::span<const uint64_t> rows, uint8_t* dst,
+                                     std::vector<uint32_t>* misses) = 0;
   // Offers a row just read from disk to the admission cache.
   virtual void Admit(uint32_t layer, uint64_t row, const uint8_t* data) = 0;
 

@@ -3,21 +3,21 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <numeric>
-#include <cstring>
 #include <random>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include "common/hot_profile.h"
+#include "common/key_index.h"
+#include "common/testing/test_files.h"
 #include "gtest/gtest.h"
 #include "shard/admission_cache.h"
-#include "common/hot_profile.h"
 #include "shard/importer.h"
-#include "common/key_index.h"
 #include "shard/shard_format.h"
-#include "common/testing/test_files.h"
 
 namespace engram {
 namespace {
@@ -36,8 +36,7 @@ class HotTierTest : public ::testing::Test {
     o.shard_index = 1;
     o.out_dir = dir_->Sub("shard");
     ASSERT_TRUE(ImportShard(o, nullptr).ok());
-    absl::StatusOr<std::unique_ptr<RowStore>> s =
-        RowStore::Open(o.out_dir, {.reader_threads = 4});
+    absl::StatusOr<std::unique_ptr<RowStore>> s = RowStore::Open(o.out_dir, {.reader_threads = 4});
     ASSERT_TRUE(s.ok()) << s.status();
     store_ = s->release();
     const ShardMap& map = store_->shard_map();
@@ -229,7 +228,7 @@ TEST_F(HotTierTest, LookupBatchMatchesLookup) {
         for (size_t k = 0; k < n; ++k) {
           uint64_t r = RandomRow(rng).second;
           if (k % 3 == 0) r = 1 + 2 * (r % 400);
-          if (k % 17 == 5) r = 2 * (r / 2);                  // shard 0's row
+          if (k % 17 == 5) r = 2 * (r / 2);                     // shard 0's row
           if (k % 29 == 11) r = map.layer_rows[l] + 2 * k + 1;  // past the layer
           rows.push_back(r);
         }
@@ -313,8 +312,8 @@ TEST(KeySlotIndexTest, MatchesAMapUnderInsertAndErase) {
 }
 
 // Hit ratio of a cache of `slots` rows on a Zipf(1.1) stream over `keys`.
-double ZipfHitRatio(AdmissionCacheOptions::Policy policy, uint64_t keys,
-                    uint64_t slots, int accesses) {
+double ZipfHitRatio(AdmissionCacheOptions::Policy policy, uint64_t keys, uint64_t slots,
+                    int accesses) {
   std::vector<double> cdf(keys);
   double sum = 0;
   for (uint64_t k = 0; k < keys; ++k) cdf[k] = sum += 1.0 / std::pow(k + 1, 1.1);

@@ -16,11 +16,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/engram_hash.h"
+#include "common/file_util.h"
+#include "common/hot_profile.h"
 #include "common/status_macros.h"
 #include "common/table.h"
-#include "common/file_util.h"
 #include "shard/gguf.h"
-#include "common/hot_profile.h"
 #include "shard/row_sink.h"
 
 namespace engram {
@@ -82,16 +82,15 @@ absl::StatusOr<Source> OpenSource(const ImportOptions& o) {
 
 absl::Status CheckOptions(const ImportOptions& o) {
   if (o.table_dir.empty() == o.gguf_path.empty()) {
-    return absl::InvalidArgumentError(
-        "give exactly one source: --table DIR or --gguf FILE");
+    return absl::InvalidArgumentError("give exactly one source: --table DIR or --gguf FILE");
   }
   if (o.n_shards == 0) {
     return absl::InvalidArgumentError("--shards must be at least 1");
   }
   if (o.shard_index >= o.n_shards) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--shard-index ", o.shard_index, " must be below --shards ",
-        o.n_shards, " (shards are numbered 0..", o.n_shards - 1, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--shard-index ", o.shard_index, " must be below --shards ", o.n_shards,
+                     " (shards are numbered 0..", o.n_shards - 1, ")"));
   }
   if (o.out_dir.empty()) return absl::InvalidArgumentError("--out is required");
   if (o.chunk_rows == 0 || o.sst_file_bytes == 0) {
@@ -110,8 +109,7 @@ std::string SourceChecksum(const std::vector<std::string>& layer_checksums) {
 // sink(layer, first_row, n, rows). Verifies (or, without expected values,
 // computes) each layer's checksum into *checksums.
 template <typename Sink>
-absl::Status StreamSource(const Source& src, uint64_t chunk_rows,
-                          const ImportProgress& progress,
+absl::Status StreamSource(const Source& src, uint64_t chunk_rows, const ImportProgress& progress,
                           std::vector<std::string>* checksums, Sink sink) {
   const uint64_t total = src.total_rows();
   uint64_t done = 0;
@@ -134,11 +132,10 @@ absl::Status StreamSource(const Source& src, uint64_t chunk_rows,
     }
     const std::string got = FormatChecksum(XXH3_64bits_digest(st));
     if (!src.checksums.empty() && got != src.checksums[l]) {
-      return absl::DataLossError(absl::StrCat(
-          src.path, ": rows of layer ", l, " (layer id ",
-          src.layout.engram_layer_ids[l], ") have checksum ", got,
-          " but the manifest says ", src.checksums[l],
-          "; the table is corrupt, copy it again"));
+      return absl::DataLossError(absl::StrCat(src.path, ": rows of layer ", l, " (layer id ",
+                                              src.layout.engram_layer_ids[l], ") have checksum ",
+                                              got, " but the manifest says ", src.checksums[l],
+                                              "; the table is corrupt, copy it again"));
     }
     checksums->push_back(got);
   }
@@ -147,9 +144,9 @@ absl::Status StreamSource(const Source& src, uint64_t chunk_rows,
 
 // What an existing --out holds: nothing usable (ok, proceed), the same import
 // (*same = true), or something else (error).
-absl::Status CheckExistingOut(const ImportOptions& o, const ShardMap& map,
-                              const Source& src, const std::string& profile_sum,
-                              const ImportProgress& progress, bool* same) {
+absl::Status CheckExistingOut(const ImportOptions& o, const ShardMap& map, const Source& src,
+                              const std::string& profile_sum, const ImportProgress& progress,
+                              bool* same) {
   *same = false;
   std::error_code ec;
   const fs::file_status st = fs::status(o.out_dir, ec);
@@ -157,30 +154,27 @@ absl::Status CheckExistingOut(const ImportOptions& o, const ShardMap& map,
   const std::string info_path = (fs::path(o.out_dir) / kShardInfoFile).string();
   if (!fs::exists(info_path, ec)) {
     if (fs::is_directory(st) && fs::is_empty(o.out_dir, ec)) return absl::OkStatus();
-    return absl::FailedPreconditionError(absl::StrCat(
-        "--out ", o.out_dir, " exists and is not a shard directory; pick "
-        "another --out or delete it"));
+    return absl::FailedPreconditionError(absl::StrCat("--out ", o.out_dir,
+                                                      " exists and is not a shard directory; pick "
+                                                      "another --out or delete it"));
   }
   absl::StatusOr<ShardInfo> old = ShardInfo::Load(info_path);
-  absl::StatusOr<ShardMap> old_map =
-      ShardMap::Load((fs::path(o.out_dir) / kShardMapFile).string());
+  absl::StatusOr<ShardMap> old_map = ShardMap::Load((fs::path(o.out_dir) / kShardMapFile).string());
   std::string differs;
   if (!old.ok() || !old_map.ok()) {
     differs = "holds an unreadable shard";
   } else if (!old_map->SameData(map) || old->shard_index != o.shard_index) {
-    differs = absl::StrCat("holds shard ", old->shard_index, " of ",
-                           old_map->n_shards, " of table ", old_map->table,
-                           " v", old_map->version);
-  } else if (old->source_kind != src.kind ||
-             old->profile_checksum != profile_sum || old->tail_format != o.tail_format) {
-    differs = "holds this shard imported with other options (source kind, "
-              "profile trace or tail format)";
+    differs = absl::StrCat("holds shard ", old->shard_index, " of ", old_map->n_shards,
+                           " of table ", old_map->table, " v", old_map->version);
+  } else if (old->source_kind != src.kind || old->profile_checksum != profile_sum ||
+             old->tail_format != o.tail_format) {
+    differs =
+        "holds this shard imported with other options (source kind, "
+        "profile trace or tail format)";
   } else {
     std::vector<std::string> sums = src.checksums;
     if (sums.empty()) {  // GGUF: checksum the source to compare
-      auto none = [](int, uint64_t, uint64_t, const uint8_t*) {
-        return absl::OkStatus();
-      };
+      auto none = [](int, uint64_t, uint64_t, const uint8_t*) { return absl::OkStatus(); };
       RETURN_IF_ERROR(StreamSource(src, o.chunk_rows, progress, &sums, none));
     }
     if (SourceChecksum(sums) == old->source_checksum) {
@@ -189,9 +183,8 @@ absl::Status CheckExistingOut(const ImportOptions& o, const ShardMap& map,
     }
     differs = "holds this shard imported from different data";
   }
-  return absl::FailedPreconditionError(absl::StrCat(
-      "--out ", o.out_dir, " already exists and ", differs,
-      "; pick another --out or delete it"));
+  return absl::FailedPreconditionError(absl::StrCat("--out ", o.out_dir, " already exists and ",
+                                                    differs, "; pick another --out or delete it"));
 }
 
 // Removes a directory on scope exit unless released.
@@ -208,14 +201,13 @@ class TreeGuard {
 };
 
 // Builds the whole shard directory at `tmp`.
-absl::Status BuildShard(const ImportOptions& o, const Source& src,
-                        const ShardMap& map, ImportResult* result,
-                        const ImportProgress& progress, const std::string& tmp) {
+absl::Status BuildShard(const ImportOptions& o, const Source& src, const ShardMap& map,
+                        ImportResult* result, const ImportProgress& progress,
+                        const std::string& tmp) {
   const std::string staging = tmp + "/ingest";
   std::error_code ec;
   if (!fs::create_directories(staging, ec)) {
-    return absl::InternalError(
-        absl::StrCat("cannot create ", staging, ": ", ec.message()));
+    return absl::InternalError(absl::StrCat("cannot create ", staging, ": ", ec.message()));
   }
   ShardInfo& info = result->info;
   info.shard_index = o.shard_index;
@@ -224,18 +216,17 @@ absl::Status BuildShard(const ImportOptions& o, const Source& src,
   info.layers.resize(src.layout.n_layers());
   info.tail_format = o.tail_format;
   const std::string db_dir = tmp + "/" + kShardDbDir;
-  ASSIGN_OR_RETURN(std::unique_ptr<RowSink> sink, RowSink::Create(o.tail_format, staging, db_dir, o.sst_file_bytes));
+  ASSIGN_OR_RETURN(std::unique_ptr<RowSink> sink,
+                   RowSink::Create(o.tail_format, staging, db_dir, o.sst_file_bytes));
   std::vector<XXH3_state_t*> owned(info.layers.size());
   for (XXH3_state_t*& st : owned) {
     st = XXH3_createState();
     XXH3_64bits_reset(st);
   }
-  auto put_owned = [&](int l, uint64_t first, uint64_t n,
-                       const uint8_t* rows) -> absl::Status {
+  auto put_owned = [&](int l, uint64_t first, uint64_t n, const uint8_t* rows) -> absl::Status {
     const uint64_t rb = src.row_bytes[l];
     // The first row >= first that this shard owns, then every n_shards-th.
-    uint64_t r = first + (o.shard_index + map.n_shards - first % map.n_shards) %
-                             map.n_shards;
+    uint64_t r = first + (o.shard_index + map.n_shards - first % map.n_shards) % map.n_shards;
     for (; r < first + n; r += map.n_shards) {
       const uint8_t* row = rows + (r - first) * rb;
       RETURN_IF_ERROR(sink->PutRow(ShardKey(l, r), row, rb));
@@ -259,7 +250,8 @@ absl::Status BuildShard(const ImportOptions& o, const Source& src,
   RETURN_IF_ERROR(RemoveTree(staging));
 
   if (!o.profile_trace.empty()) {
-    ASSIGN_OR_RETURN(std::vector<HotProfileEntry> prof, ProfileTrace(o.profile_trace, src.layout, map, o.shard_index));
+    ASSIGN_OR_RETURN(std::vector<HotProfileEntry> prof,
+                     ProfileTrace(o.profile_trace, src.layout, map, o.shard_index));
     result->profile_rows = prof.size();
     RETURN_IF_ERROR(WriteHotProfile(tmp + "/" + kHotProfileFile, std::move(prof)));
   }
@@ -271,8 +263,7 @@ absl::Status BuildShard(const ImportOptions& o, const Source& src,
 
 }  // namespace
 
-absl::StatusOr<ImportResult> ImportShard(const ImportOptions& o,
-                                         const ImportProgress& progress) {
+absl::StatusOr<ImportResult> ImportShard(const ImportOptions& o, const ImportProgress& progress) {
   RETURN_IF_ERROR(CheckOptions(o));
   ASSIGN_OR_RETURN(Source src, OpenSource(o));
   ImportResult result;
@@ -293,7 +284,8 @@ absl::StatusOr<ImportResult> ImportShard(const ImportOptions& o,
   RETURN_IF_ERROR(CheckExistingOut(o, map, src, profile_sum, progress, &same));
   if (same) {
     result.already_imported = true;
-    ASSIGN_OR_RETURN(ShardInfo info, ShardInfo::Load((fs::path(o.out_dir) / kShardInfoFile).string()));
+    ASSIGN_OR_RETURN(ShardInfo info,
+                     ShardInfo::Load((fs::path(o.out_dir) / kShardInfoFile).string()));
     result.info = std::move(info);
     return result;
   }
@@ -303,13 +295,11 @@ absl::StatusOr<ImportResult> ImportShard(const ImportOptions& o,
   if (out.filename().empty()) out = out.parent_path();  // "dir/"
   const fs::path parent = out.parent_path();
   if (!fs::is_directory(parent, ec)) {
-    return absl::NotFoundError(absl::StrCat(
-        "the parent directory of --out (", parent.string(),
-        ") does not exist; create it first"));
+    return absl::NotFoundError(absl::StrCat("the parent directory of --out (", parent.string(),
+                                            ") does not exist; create it first"));
   }
-  const std::string tmp = (parent / absl::StrCat(".", out.filename().string(),
-                                                 ".import-", ::getpid()))
-                              .string();
+  const std::string tmp =
+      (parent / absl::StrCat(".", out.filename().string(), ".import-", ::getpid())).string();
   RETURN_IF_ERROR(RemoveTree(tmp));  // a crashed earlier run
   TreeGuard guard(tmp);
   result.info.profile_checksum = profile_sum;
@@ -317,23 +307,22 @@ absl::StatusOr<ImportResult> ImportShard(const ImportOptions& o,
   // rename(2) replaces an empty directory and fails on a non-empty one, so
   // data that appeared meanwhile is never replaced.
   if (::rename(tmp.c_str(), out.c_str()) != 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "cannot move the finished shard into ", out.string(), ": ",
-        std::strerror(errno), "; pick another --out or delete it"));
+    return absl::FailedPreconditionError(absl::StrCat("cannot move the finished shard into ",
+                                                      out.string(), ": ", std::strerror(errno),
+                                                      "; pick another --out or delete it"));
   }
   guard.Release();
   RETURN_IF_ERROR(SyncDir(parent.string()));
   return result;
 }
 
-absl::StatusOr<std::vector<HotProfileEntry>> ProfileTrace(
-    const std::string& trace_path, const HashLayout& layout,
-    const ShardMap& map, uint32_t shard) {
+absl::StatusOr<std::vector<HotProfileEntry>> ProfileTrace(const std::string& trace_path,
+                                                          const HashLayout& layout,
+                                                          const ShardMap& map, uint32_t shard) {
   ASSIGN_OR_RETURN(std::unique_ptr<NgramHasher> hasher, NgramHasher::Create(layout));
   std::ifstream in(trace_path);
   if (!in) {
-    return absl::NotFoundError(
-        absl::StrCat("cannot open profile trace ", trace_path));
+    return absl::NotFoundError(absl::StrCat("cannot open profile trace ", trace_path));
   }
   const int n_layers = hasher->n_layers();
   const int n_cols = hasher->n_cols();
@@ -347,19 +336,18 @@ absl::StatusOr<std::vector<HotProfileEntry>> ProfileTrace(
          absl::StrSplit(line, absl::ByAnyChar(" \t\r"), absl::SkipEmpty())) {
       int64_t id = 0;
       if (!absl::SimpleAtoi(tok, &id) || id < 0 || id >= layout.vocab_size) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            trace_path, ":", line_no, ": token '", tok,
-            "' is not a token id in [0, ", layout.vocab_size, ")"));
+        return absl::InvalidArgumentError(absl::StrCat(trace_path, ":", line_no, ": token '", tok,
+                                                       "' is not a token id in [0, ",
+                                                       layout.vocab_size, ")"));
       }
       ids.push_back(id);
     }
     if (ids.empty()) continue;
-    SequenceState seq(std::max<int64_t>(SequenceState::kDefaultCapacity,
-                                        static_cast<int64_t>(ids.size())));
+    SequenceState seq(
+        std::max<int64_t>(SequenceState::kDefaultCapacity, static_cast<int64_t>(ids.size())));
     rows.resize(ids.size() * n_layers * n_cols);
     if (auto s = hasher->Hash(seq, 0, ids, {}, rows.data()); !s.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(trace_path, ":", line_no, ": ", s.message()));
+      return absl::InvalidArgumentError(absl::StrCat(trace_path, ":", line_no, ": ", s.message()));
     }
     for (size_t i = 0; i < rows.size(); ++i) {
       const uint32_t layer = static_cast<uint32_t>((i / n_cols) % n_layers);

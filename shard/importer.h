@@ -2,10 +2,10 @@
 //
 // The import streams the source (never the whole table in memory), verifies
 // each layer's manifest checksum on the way, and writes the shard's rows
-// into a fresh RocksDB in the chosen tail format (shard/row_sink.h). It builds in a temporary directory next to --out and renames
-// it into place only when complete, so a failed import leaves nothing
-// behind and never touches existing data. See shard/shard_format.h for the
-// directory layout.
+// into a fresh RocksDB in the chosen tail format (shard/row_sink.h). It builds in a temporary
+// directory next to --out and renames it into place only when complete, so a failed import leaves
+// nothing behind and never touches existing data. See shard/shard_format.h for the directory
+// layout.
 #ifndef ENGRAM_SHARD_IMPORTER_H_
 #define ENGRAM_SHARD_IMPORTER_H_
 
@@ -77,9 +77,9 @@ absl::StatusOr<ImportResult> ImportShard(const ImportOptions& options,
 // the entries of the shard's hot_profile.bin (common/hot_profile.h), in file
 // order. InvalidArgument naming the line for a token that is not an integer
 // in [0, vocab_size); NotFound when the trace cannot be opened.
-absl::StatusOr<std::vector<HotProfileEntry>> ProfileTrace(
-    const std::string& trace_path, const HashLayout& layout,
-    const ShardMap& map, uint32_t shard);
+absl::StatusOr<std::vector<HotProfileEntry>> ProfileTrace(const std::string& trace_path,
+                                                          const HashLayout& layout,
+                                                          const ShardMap& map, uint32_t shard);
 
 }  // namespace engram
 

@@ -9,14 +9,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/engram_hash.h"
-#include "common/table.h"
-#include "common/table_gen.h"
-#include "gtest/gtest.h"
 #include "common/file_util.h"
 #include "common/hot_profile.h"
+#include "common/table.h"
+#include "common/table_gen.h"
+#include "common/testing/test_files.h"
+#include "gtest/gtest.h"
 #include "shard/row_store.h"
 #include "shard/testing/gguf_writer.h"
-#include "common/testing/test_files.h"
 
 namespace engram {
 namespace {
@@ -162,14 +162,13 @@ TEST_F(ImporterTest, SecondImportIsIdempotentAndDifferentOneRefused) {
     absl::StatusOr<ImportResult> r = ImportShard(other, nullptr);
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
-    EXPECT_NE(r.status().message().find("pick another --out or delete it"),
-              std::string::npos) << r.status();
+    EXPECT_NE(r.status().message().find("pick another --out or delete it"), std::string::npos)
+        << r.status();
   }
   // The refused imports left the shard as it was, and nothing else behind.
   EXPECT_EQ(*ReadFileToString(info_path), *info_before);
   EXPECT_TRUE(RowStore::Open(o.out_dir, {}).ok());
-  EXPECT_EQ(std::distance(fs::directory_iterator(scratch_.path()),
-                          fs::directory_iterator()), 1);
+  EXPECT_EQ(std::distance(fs::directory_iterator(scratch_.path()), fs::directory_iterator()), 1);
 }
 
 TEST_F(ImporterTest, RefusesForeignOutAndAcceptsEmptyDir) {
@@ -188,8 +187,7 @@ TEST_F(ImporterTest, RefusesForeignOutAndAcceptsEmptyDir) {
 
 TEST_F(ImporterTest, BadOptionsAreNamed) {
   ImportOptions o = Options(3, 3, "x");
-  EXPECT_NE(ImportShard(o, nullptr).status().message().find("--shard-index 3"),
-            std::string::npos);
+  EXPECT_NE(ImportShard(o, nullptr).status().message().find("--shard-index 3"), std::string::npos);
   o = Options(0, 0, "x");
   EXPECT_EQ(ImportShard(o, nullptr).status().code(), absl::StatusCode::kInvalidArgument);
   o = Options(1, 0, "x");
@@ -206,8 +204,8 @@ TEST_F(ImporterTest, CorruptTableIsDataLossAndLeavesNothing) {
   absl::StatusOr<std::unique_ptr<TableReader>> reader = TableReader::Open(table);
   ASSERT_TRUE(reader.ok());
   const SafetensorsHeader& h = (*reader)->safetensors_header();
-  const SafetensorsTensor* w = h.Find(EngramWeightTensorName(
-      (*reader)->manifest().layers[1].layer_id));
+  const SafetensorsTensor* w =
+      h.Find(EngramWeightTensorName((*reader)->manifest().layers[1].layer_id));
   ASSERT_NE(w, nullptr);
   ASSERT_TRUE(testing::FlipByte((*reader)->rows_path(), h.data_start + w->begin + 777).ok());
 

@@ -116,9 +116,11 @@ MappedTail::~MappedTail() {
   for (const Mapping& m : mappings_) munmap(m.base, m.size);
 }
 
-absl::StatusOr<std::unique_ptr<MappedTail>> MappedTail::Build(
-    rocksdb::DB& db, rocksdb::ColumnFamilyHandle* rows, const std::string& db_dir,
-    const ShardMap& map, uint32_t shard_index) {
+absl::StatusOr<std::unique_ptr<MappedTail>> MappedTail::Build(rocksdb::DB& db,
+                                                              rocksdb::ColumnFamilyHandle* rows,
+                                                              const std::string& db_dir,
+                                                              const ShardMap& map,
+                                                              uint32_t shard_index) {
   std::error_code ec;
   const std::string dir = std::filesystem::canonical(db_dir, ec).string();
   if (ec) return Unaddressable(absl::StrCat(db_dir, ": ", ec.message()));
@@ -144,10 +146,9 @@ absl::StatusOr<std::unique_ptr<MappedTail>> MappedTail::Build(
     const uint64_t row = ShardKeyRow(key);
     uint64_t slot = 0, owner = 0;
     tail->shards_.DivMod(row, &slot, &owner);
-    if (layer >= tail->addr_.size() || owner != shard_index ||
-        slot >= tail->addr_[layer].size()) {
-      return Unaddressable(absl::StrCat("layer ", layer, " row ", row,
-                                        " is not a row of this shard"));
+    if (layer >= tail->addr_.size() || owner != shard_index || slot >= tail->addr_[layer].size()) {
+      return Unaddressable(
+          absl::StrCat("layer ", layer, " row ", row, " is not a row of this shard"));
     }
     const size_t want = tail->row_bytes_[layer] + kRowChecksumBytes;
     if (v.size() != want) {
@@ -192,8 +193,7 @@ absl::StatusOr<std::unique_ptr<MappedTail>> MappedTail::Build(
     const auto missing = std::find(a.begin(), a.end(), nullptr);
     if (missing != a.end()) {
       return Unaddressable(absl::StrCat(
-          "layer ", l, " row ", shard_index + (missing - a.begin()) * map.n_shards,
-          " is missing"));
+          "layer ", l, " row ", shard_index + (missing - a.begin()) * map.n_shards, " is missing"));
     }
   }
   return tail;

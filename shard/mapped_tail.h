@@ -32,8 +32,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/fast_mod.h"
-#include "shard/row_store.h"
 #include "common/shard_map.h"
+#include "shard/row_store.h"
 
 namespace rocksdb {
 class DB;
@@ -50,9 +50,11 @@ class MappedTail {
   // this way (a value that is not a slice of a mapped .sst file under
   // db_dir, a wrong-size value, a row missing, repeated or foreign); the
   // caller then reads through RocksDB.
-  static absl::StatusOr<std::unique_ptr<MappedTail>> Build(
-      rocksdb::DB& db, rocksdb::ColumnFamilyHandle* rows, const std::string& db_dir,
-      const ShardMap& map, uint32_t shard_index);
+  static absl::StatusOr<std::unique_ptr<MappedTail>> Build(rocksdb::DB& db,
+                                                           rocksdb::ColumnFamilyHandle* rows,
+                                                           const std::string& db_dir,
+                                                           const ShardMap& map,
+                                                           uint32_t shard_index);
   ~MappedTail();
   MappedTail(const MappedTail&) = delete;
   MappedTail& operator=(const MappedTail&) = delete;

@@ -37,8 +37,8 @@ class BlockSink final : public RowSink {
 
   absl::Status Finish(const std::string& identity) override {
     // The identity record sorts after every row key, so it ends the last file.
-    RETURN_IF_ERROR(Put(kStoreIdentityKey, reinterpret_cast<const uint8_t*>(identity.data()),
-                     identity.size()));
+    RETURN_IF_ERROR(
+        Put(kStoreIdentityKey, reinterpret_cast<const uint8_t*>(identity.data()), identity.size()));
     RETURN_IF_ERROR(FinishFile());
     rocksdb::Options create = options_;
     create.create_if_missing = true;
@@ -50,7 +50,7 @@ class BlockSink final : public RowSink {
     ingest.move_files = true;
     ingest.verify_checksums_before_ingest = false;  // written just now
     RETURN_IF_ERROR(FromRocks(db->IngestExternalFile(files_written_, ingest),
-                           "ingesting SST files into " + db_dir_));
+                              "ingesting SST files into " + db_dir_));
     files_ = static_cast<int>(files_written_.size());
     return FromRocks(db->Close(), "closing " + db_dir_);
   }
@@ -63,8 +63,8 @@ class BlockSink final : public RowSink {
       RETURN_IF_ERROR(Check(writer_->Open(files_written_.back())));
     }
     char k[kShardKeyBytes];
-    return Check(writer_->Put(KeySlice(key, k),
-                              rocksdb::Slice(reinterpret_cast<const char*>(value), n)));
+    return Check(
+        writer_->Put(KeySlice(key, k), rocksdb::Slice(reinterpret_cast<const char*>(value), n)));
   }
 
   absl::Status FinishFile() {
@@ -100,8 +100,8 @@ class CuckooSink final : public RowSink {
     o.allow_concurrent_memtable_write = false;  // the vector memtable cannot
     std::vector<rocksdb::ColumnFamilyHandle*> handles;
     rocksdb::DB* raw = nullptr;
-    RETURN_IF_ERROR(FromRocks(rocksdb::DB::Open(rocksdb::DBOptions(o), db_dir, cfs, &handles, &raw),
-                           db_dir));
+    RETURN_IF_ERROR(
+        FromRocks(rocksdb::DB::Open(rocksdb::DBOptions(o), db_dir, cfs, &handles, &raw), db_dir));
     return std::unique_ptr<RowSink>(new CuckooSink(db_dir, raw, handles));
   }
 
@@ -117,16 +117,17 @@ class CuckooSink final : public RowSink {
     EncodeCuckooValue(key, row, n, &value_);
     char k[kShardKeyBytes];
     RETURN_IF_ERROR(FromRocks(db_->Put(write_, handles_[1], KeySlice(key, k),
-                                    rocksdb::Slice(value_.data(), value_.size())),
-                           "writing rows into " + db_dir_));
+                                       rocksdb::Slice(value_.data(), value_.size())),
+                              "writing rows into " + db_dir_));
     ++rows_;
     return absl::OkStatus();
   }
 
   absl::Status Finish(const std::string& identity) override {
     char k[kShardKeyBytes];
-    RETURN_IF_ERROR(FromRocks(db_->Put(write_, handles_[0], KeySlice(kStoreIdentityKey, k), identity),
-                           "writing the identity record into " + db_dir_));
+    RETURN_IF_ERROR(
+        FromRocks(db_->Put(write_, handles_[0], KeySlice(kStoreIdentityKey, k), identity),
+                  "writing the identity record into " + db_dir_));
     for (rocksdb::ColumnFamilyHandle* h : handles_) {
       RETURN_IF_ERROR(Flush(h));
     }

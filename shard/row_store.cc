@@ -28,8 +28,8 @@ struct Request {
     uint64_t key;
     uint8_t* dst;
   };
-  std::vector<Item> items;          // sorted by key
-  std::vector<char> key_bytes;      // items[i]'s encoded key at 8 * i
+  std::vector<Item> items;      // sorted by key
+  std::vector<char> key_bytes;  // items[i]'s encoded key at 8 * i
   size_t batch = 0;
   size_t n_chunks = 0;
   std::atomic<size_t> next_chunk{0};
@@ -132,8 +132,7 @@ class RowStoreImpl final : public RowStore {
     return stopping_ || !queue_.empty();
   }
   void RunChunks(Request& req, Scratch& scratch);
-  absl::Status ReadChunk(Request& req, size_t begin, size_t end,
-                         Scratch& scratch);
+  absl::Status ReadChunk(Request& req, size_t begin, size_t end, Scratch& scratch);
 
   std::unique_ptr<rocksdb::DB> db_;
   std::vector<rocksdb::ColumnFamilyHandle*> cfs_;  // opened; the rows' last
@@ -158,16 +157,16 @@ absl::Status RowStoreImpl::CheckRefs(std::span<const RowRef> refs) const {
   for (const RowRef& r : refs) {
     if (r.layer >= map_.layer_rows.size() || r.row >= map_.layer_rows[r.layer] ||
         map_.ShardOf(r.row) != info_.shard_index) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "layer ", r.layer, " row ", r.row, " is not a row of shard ",
-          info_.shard_index, " of table ", map_.table));
+      return absl::InvalidArgumentError(absl::StrCat("layer ", r.layer, " row ", r.row,
+                                                     " is not a row of shard ", info_.shard_index,
+                                                     " of table ", map_.table));
     }
   }
   return absl::OkStatus();
 }
 
-std::shared_ptr<Request> RowStoreImpl::Prepare(
-    std::span<const RowRef> refs, std::function<void(absl::Status)> done) {
+std::shared_ptr<Request> RowStoreImpl::Prepare(std::span<const RowRef> refs,
+                                               std::function<void(absl::Status)> done) {
   if (absl::Status s = CheckRefs(refs); !s.ok()) {
     done(std::move(s));
     return nullptr;
@@ -178,9 +177,7 @@ std::shared_ptr<Request> RowStoreImpl::Prepare(
     req->items[i] = {ShardKey(refs[i].layer, refs[i].row), refs[i].dst};
   }
   std::sort(req->items.begin(), req->items.end(),
-            [](const Request::Item& a, const Request::Item& b) {
-              return a.key < b.key;
-            });
+            [](const Request::Item& a, const Request::Item& b) { return a.key < b.key; });
   req->key_bytes.resize(req->items.size() * kShardKeyBytes);
   for (size_t i = 0; i < req->items.size(); ++i) {
     EncodeShardKey(req->items[i].key, &req->key_bytes[i * kShardKeyBytes]);
@@ -236,15 +233,12 @@ void RowStoreImpl::RunChunks(Request& req, Scratch& scratch) {
   }
 }
 
-absl::Status RowStoreImpl::ReadChunk(Request& req, size_t begin, size_t end,
-                                     Scratch& scratch) {
+absl::Status RowStoreImpl::ReadChunk(Request& req, size_t begin, size_t end, Scratch& scratch) {
   const size_t n = end - begin;
   for (size_t i = 0; i < n; ++i) {
-    scratch.keys[i] = rocksdb::Slice(&req.key_bytes[(begin + i) * kShardKeyBytes],
-                                     kShardKeyBytes);
+    scratch.keys[i] = rocksdb::Slice(&req.key_bytes[(begin + i) * kShardKeyBytes], kShardKeyBytes);
   }
-  db_->MultiGet(read_options_, rows_cf_, n,
-                scratch.keys.data(), scratch.values.data(),
+  db_->MultiGet(read_options_, rows_cf_, n, scratch.keys.data(), scratch.values.data(),
                 scratch.statuses.data(), /*sorted_input=*/true);
   absl::Status first_error;
   for (size_t i = 0; i < n; ++i) {
@@ -270,12 +264,10 @@ absl::Status RowStoreImpl::ReadChunk(Request& req, size_t begin, size_t end,
       } else {
         what = absl::StrCat("cannot be read: ", st.ToString());
       }
-      const std::string msg = absl::StrCat("shard ", info_.shard_index,
-                                           ": layer ", layer, " row ", row,
-                                           " ", what);
-      first_error = st.ok() || st.IsNotFound() || st.IsCorruption()
-                        ? absl::DataLossError(msg)
-                        : absl::InternalError(msg);
+      const std::string msg =
+          absl::StrCat("shard ", info_.shard_index, ": layer ", layer, " row ", row, " ", what);
+      first_error = st.ok() || st.IsNotFound() || st.IsCorruption() ? absl::DataLossError(msg)
+                                                                    : absl::InternalError(msg);
     }
     v.Reset();
   }
@@ -316,9 +308,9 @@ std::vector<std::pair<std::string, double>> RowStoreImpl::Stats() const {
 }
 
 absl::Status Refuse(const std::string& dir, const std::string& what) {
-  return absl::FailedPreconditionError(absl::StrCat(
-      "shard directory ", dir, ": ", what,
-      "; re-import it with engramctl import into a new directory"));
+  return absl::FailedPreconditionError(
+      absl::StrCat("shard directory ", dir, ": ", what,
+                   "; re-import it with engramctl import into a new directory"));
 }
 
 // Checks that the DB holds what shard.json and shard_map.json describe: its
@@ -328,25 +320,23 @@ absl::Status CheckStore(rocksdb::DB& db, std::span<rocksdb::ColumnFamilyHandle* 
   char kbuf[kShardKeyBytes];
   EncodeShardKey(kStoreIdentityKey, kbuf);
   std::string value;
-  rocksdb::Status s =
-      db.Get(rocksdb::ReadOptions(), rocksdb::Slice(kbuf, sizeof(kbuf)), &value);
+  rocksdb::Status s = db.Get(rocksdb::ReadOptions(), rocksdb::Slice(kbuf, sizeof(kbuf)), &value);
   if (!s.ok()) {
-    return Refuse(dir, absl::StrCat("rocksdb/ has no identity record (",
-                                    s.ToString(), ")"));
+    return Refuse(dir, absl::StrCat("rocksdb/ has no identity record (", s.ToString(), ")"));
   }
   absl::StatusOr<StoreIdentity> got = StoreIdentity::Decode(value);
   const StoreIdentity want = StoreIdentity::From(map, info);
   if (!got.ok() || !(*got == want)) {
-    return Refuse(dir, absl::StrCat(
-        "rocksdb/ holds ", got.ok() ? got->Encode() : "an unreadable identity",
-        " but shard_map.json and shard.json describe ", want.Encode()));
+    return Refuse(
+        dir, absl::StrCat("rocksdb/ holds ", got.ok() ? got->Encode() : "an unreadable identity",
+                          " but shard_map.json and shard.json describe ", want.Encode()));
   }
   uint64_t entries = 0, want_entries = 1;
   for (rocksdb::ColumnFamilyHandle* cf : cfs) {
     rocksdb::TablePropertiesCollection tables;
     if (s = db.GetPropertiesOfAllTables(cf, &tables); !s.ok()) {
-      return Refuse(dir, absl::StrCat("cannot read rocksdb/ table properties (",
-                                      s.ToString(), ")"));
+      return Refuse(dir,
+                    absl::StrCat("cannot read rocksdb/ table properties (", s.ToString(), ")"));
     }
     for (const auto& [file, props] : tables) entries += props->num_entries;
   }
@@ -354,8 +344,7 @@ absl::Status CheckStore(rocksdb::DB& db, std::span<rocksdb::ColumnFamilyHandle* 
   for (const ShardInfo::Layer& l : info.layers) want_entries += l.rows_owned;
   if (entries != want_entries) {
     return Refuse(dir, absl::StrCat("rocksdb/ holds ", entries,
-                                    " entries, shard.json accounts for ",
-                                    want_entries));
+                                    " entries, shard.json accounts for ", want_entries));
   }
   for (uint32_t l = 0; l < info.layers.size(); ++l) {
     const uint64_t n = info.layers[l].rows_owned;
@@ -378,8 +367,8 @@ absl::Status CheckStore(rocksdb::DB& db, std::span<rocksdb::ColumnFamilyHandle* 
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<RowStore>> RowStore::Open(
-    const std::string& shard_dir, const RowStoreOptions& options) {
+absl::StatusOr<std::unique_ptr<RowStore>> RowStore::Open(const std::string& shard_dir,
+                                                         const RowStoreOptions& options) {
   auto unusable = [&](const absl::Status& s) {
     return absl::IsNotFound(s) ? s : Refuse(shard_dir, std::string(s.message()));
   };
@@ -392,9 +381,10 @@ absl::StatusOr<std::unique_ptr<RowStore>> RowStore::Open(
   }
   const bool cuckoo = info->tail_format == TailFormat::kCuckoo;
   if (cuckoo && options.direct_io) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "shard directory ", shard_dir, " holds a cuckoo tail, which is read through "
-        "mmap only: drop --direct-io, or re-import it with --tail-format block"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("shard directory ", shard_dir,
+                     " holds a cuckoo tail, which is read through "
+                     "mmap only: drop --direct-io, or re-import it with --tail-format block"));
   }
   ShardDbTuning tuning;
   tuning.direct_io = options.direct_io;
@@ -421,24 +411,22 @@ absl::StatusOr<std::unique_ptr<RowStore>> RowStore::Open(
     return st;
   }
   std::unique_ptr<MappedTail> mapped;
-  std::string access = absl::StrCat("MultiGet on ", std::max(1, options.reader_threads),
-                                    " reader threads");
+  std::string access =
+      absl::StrCat("MultiGet on ", std::max(1, options.reader_threads), " reader threads");
   if (cuckoo && options.map_cuckoo_tail) {
     absl::StatusOr<std::unique_ptr<MappedTail>> m =
         MappedTail::Build(*db, handles.back(), db_dir, *map, info->shard_index);
     if (m.ok()) {
       mapped = *std::move(m);
-      access = absl::StrCat("mapped: ", mapped->rows(), " rows in ",
-                            mapped->mapped_bytes() >> 20, " MiB of table files, ",
-                            mapped->index_bytes() >> 20, " MiB of index");
+      access = absl::StrCat("mapped: ", mapped->rows(), " rows in ", mapped->mapped_bytes() >> 20,
+                            " MiB of table files, ", mapped->index_bytes() >> 20, " MiB of index");
     } else {
       absl::StrAppend(&access, " (", m.status().message(), ")");
     }
   }
   return std::unique_ptr<RowStore>(
-      new RowStoreImpl(std::move(db), std::move(handles), std::move(db_options),
-                       *std::move(map), *std::move(info), options, std::move(mapped),
-                       std::move(access)));
+      new RowStoreImpl(std::move(db), std::move(handles), std::move(db_options), *std::move(map),
+                       *std::move(info), options, std::move(mapped), std::move(access)));
 }
 
 }  // namespace engram

@@ -64,8 +64,8 @@ class RowStore {
   // sides) when they disagree with each other or with the DB's identity
   // record, entry count, or first and last row of a layer, or for direct_io
   // on a cuckoo tail.
-  static absl::StatusOr<std::unique_ptr<RowStore>> Open(
-      const std::string& shard_dir, const RowStoreOptions& options);
+  static absl::StatusOr<std::unique_ptr<RowStore>> Open(const std::string& shard_dir,
+                                                        const RowStoreOptions& options);
   virtual ~RowStore() = default;
 
   virtual const ShardMap& shard_map() const = 0;

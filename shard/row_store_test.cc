@@ -12,12 +12,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/synchronization/notification.h"
-#include "common/table.h"
-#include "gtest/gtest.h"
 #include "common/file_util.h"
+#include "common/table.h"
+#include "common/testing/test_files.h"
+#include "gtest/gtest.h"
 #include "shard/importer.h"
 #include "shard/shard_format.h"
-#include "common/testing/test_files.h"
 
 namespace engram {
 namespace {
@@ -70,8 +70,7 @@ class RowStoreTest : public ::testing::Test {
     return s.ok() ? *std::move(s) : nullptr;
   }
   // Every row of `shard` in a shuffled order, with duplicates.
-  static std::vector<std::pair<uint32_t, uint64_t>> ShuffledRows(uint32_t shard,
-                                                                 uint64_t seed) {
+  static std::vector<std::pair<uint32_t, uint64_t>> ShuffledRows(uint32_t shard, uint64_t seed) {
     std::vector<std::pair<uint32_t, uint64_t>> rows;
     const TableManifest& m = table_->manifest();
     for (uint32_t l = 0; l < m.layers.size(); ++l) {
@@ -91,8 +90,9 @@ class RowStoreTest : public ::testing::Test {
     std::vector<RowRef> refs;
     for (size_t i = 0; i < rows.size(); ++i) {
       refs.push_back({rows[i].first, rows[i].second, buf->data() + i * rb});
-      EXPECT_TRUE(table_->ReadRow(static_cast<int>(rows[i].first), rows[i].second,
-                                  want->data() + i * rb).ok());
+      EXPECT_TRUE(
+          table_->ReadRow(static_cast<int>(rows[i].first), rows[i].second, want->data() + i * rb)
+              .ok());
     }
     return refs;
   }
@@ -204,8 +204,7 @@ TEST_F(RowStoreTest, CuckooRowChecksumCatchesADamagedRow) {
     const RowRef damaged[] = {{0, 1, got.data()}, {0, 4, got.data()}};
     absl::Status s = store->ReadRows(damaged);
     EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
-    EXPECT_NE(s.message().find("layer 0 row 4 fails its row checksum"), std::string::npos)
-        << s;
+    EXPECT_NE(s.message().find("layer 0 row 4 fails its row checksum"), std::string::npos) << s;
     // Its neighbours are intact.
     for (uint64_t r : {1, 7, 10}) {
       const RowRef ok[] = {{0, r, got.data()}};
@@ -237,7 +236,8 @@ TEST_F(RowStoreTest, ShardJsonDecidesTheTailFormat) {
   EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition) << s.status();
   EXPECT_NE(s.status().message().find("cuckoo tail"), std::string::npos) << s.status();
   // An unknown format is named.
-  ASSERT_TRUE(WriteFileAtomically(info_path, absl::StrReplaceAll(*text, {{"\"block\"", "\"lsm\""}})).ok());
+  ASSERT_TRUE(
+      WriteFileAtomically(info_path, absl::StrReplaceAll(*text, {{"\"block\"", "\"lsm\""}})).ok());
   s = RowStore::Open(dir, {});
   EXPECT_NE(s.status().message().find("tail format 'lsm'"), std::string::npos) << s.status();
 }

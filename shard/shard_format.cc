@@ -9,12 +9,12 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "common/file_util.h"
 #include "common/status_macros.h"
 #include "rocksdb/cache.h"
 #include "rocksdb/memtablerep.h"
 #include "rocksdb/statistics.h"
 #include "rocksdb/table.h"
-#include "common/file_util.h"
 
 namespace engram {
 namespace {
@@ -44,8 +44,7 @@ absl::Status Bad(const std::string& what) {
 
 // Reads j[key] as T if it has the JSON kind `is`.
 template <typename T>
-absl::Status Get(const json& j, const char* key, bool (json::*is)() const,
-                 T* out) {
+absl::Status Get(const json& j, const char* key, bool (json::*is)() const, T* out) {
   auto it = j.find(key);
   if (it == j.end() || !((*it).*is)()) {
     return Bad(absl::StrCat("member \"", key, "\" is missing or has the wrong type"));
@@ -63,9 +62,10 @@ const char* TailFormatName(TailFormat format) {
 absl::StatusOr<TailFormat> ParseTailFormat(std::string_view name) {
   if (name == "block") return TailFormat::kBlock;
   if (name == "cuckoo") return TailFormat::kCuckoo;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "tail format '", std::string(name), "' is neither 'block' (block-based tables: pread, mmap "
-      "or O_DIRECT) nor 'cuckoo' (CuckooTables read through mmap)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("tail format '", std::string(name),
+                   "' is neither 'block' (block-based tables: pread, mmap "
+                   "or O_DIRECT) nor 'cuckoo' (CuckooTables read through mmap)"));
 }
 
 uint32_t RowChecksum(uint64_t key, const uint8_t* row, size_t n) {
@@ -76,7 +76,8 @@ void EncodeCuckooValue(uint64_t key, const uint8_t* row, size_t n, std::string* 
   value->resize(n + kRowChecksumBytes);
   std::memcpy(value->data(), row, n);
   const uint32_t sum = RowChecksum(key, row, n);
-  for (size_t i = 0; i < kRowChecksumBytes; ++i) (*value)[n + i] = static_cast<char>(sum >> (8 * i));
+  for (size_t i = 0; i < kRowChecksumBytes; ++i)
+    (*value)[n + i] = static_cast<char>(sum >> (8 * i));
 }
 
 bool CuckooValueIntact(uint64_t key, const char* value, size_t n) {
@@ -90,38 +91,32 @@ bool CuckooValueIntact(uint64_t key, const char* value, size_t n) {
 absl::Status ShardInfo::Validate(const ShardMap& map) const {
   if (shard_index >= map.n_shards) {
     return Mismatch(absl::StrCat("shard_index ", shard_index,
-                                 " is not below the shard map's n_shards ",
-                                 map.n_shards));
+                                 " is not below the shard map's n_shards ", map.n_shards));
   }
   if (layers.size() != map.layer_rows.size()) {
-    return Mismatch(absl::StrCat("lists ", layers.size(),
-                                 " layers, the shard map ",
-                                 map.layer_rows.size()));
+    return Mismatch(
+        absl::StrCat("lists ", layers.size(), " layers, the shard map ", map.layer_rows.size()));
   }
   for (size_t l = 0; l < layers.size(); ++l) {
     const uint64_t want = map.RowsOnShard(static_cast<uint32_t>(l), shard_index);
     if (layers[l].rows_owned != want) {
       return Mismatch(absl::StrCat("layer ", l, " holds ", layers[l].rows_owned,
-                                   " rows, the shard map gives shard ",
-                                   shard_index, " ", want));
+                                   " rows, the shard map gives shard ", shard_index, " ", want));
     }
     if (!WellFormedChecksum(layers[l].checksum)) {
-      return Mismatch(absl::StrCat("layer ", l, " checksum '",
-                                   layers[l].checksum, "' is malformed"));
+      return Mismatch(
+          absl::StrCat("layer ", l, " checksum '", layers[l].checksum, "' is malformed"));
     }
   }
   if (!WellFormedChecksum(source_checksum)) {
-    return Mismatch(absl::StrCat("source_checksum '", source_checksum,
-                                 "' is malformed"));
+    return Mismatch(absl::StrCat("source_checksum '", source_checksum, "' is malformed"));
   }
   return absl::OkStatus();
 }
 
 bool ShardInfo::SameImport(const ShardInfo& other) const {
-  if (shard_index != other.shard_index ||
-      source_checksum != other.source_checksum ||
-      source_kind != other.source_kind ||
-      profile_checksum != other.profile_checksum ||
+  if (shard_index != other.shard_index || source_checksum != other.source_checksum ||
+      source_kind != other.source_kind || profile_checksum != other.profile_checksum ||
       tail_format != other.tail_format || layers.size() != other.layers.size()) {
     return false;
   }
@@ -141,9 +136,8 @@ std::string ShardInfo::ToJson() const {
   j["shard_index"] = shard_index;
   json& ls = j["layers"] = json::array();
   for (const Layer& l : layers) {
-    ls.push_back({{"layer_id", l.layer_id},
-                  {"rows_owned", l.rows_owned},
-                  {"checksum", l.checksum}});
+    ls.push_back(
+        {{"layer_id", l.layer_id}, {"rows_owned", l.rows_owned}, {"checksum", l.checksum}});
   }
   j["source_checksum"] = source_checksum;
   j["import"] = {{"source_kind", source_kind},
@@ -161,8 +155,7 @@ absl::StatusOr<ShardInfo> ShardInfo::FromJson(std::string_view text) {
   RETURN_IF_ERROR(Get(j, "format", &json::is_string, &format));
   RETURN_IF_ERROR(Get(j, "format_version", &json::is_number_integer, &format_version));
   if (format != kShardFormat || format_version != kShardFormatVersion) {
-    return Bad(absl::StrCat("format ", format, " v", format_version,
-                            " is not ", kShardFormat, " v",
+    return Bad(absl::StrCat("format ", format, " v", format_version, " is not ", kShardFormat, " v",
                             kShardFormatVersion));
   }
   ShardInfo info;
@@ -196,8 +189,7 @@ absl::StatusOr<ShardInfo> ShardInfo::Load(const std::string& path) {
   ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
   absl::StatusOr<ShardInfo> info = FromJson(text);
   if (!info.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": ", info.status().message()));
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", info.status().message()));
   }
   return info;
 }
@@ -207,8 +199,7 @@ absl::Status ShardInfo::Save(const std::string& path) const {
 }
 
 StoreIdentity StoreIdentity::From(const ShardMap& map, const ShardInfo& info) {
-  return {map.table, map.version, map.n_shards, info.shard_index,
-          info.source_checksum};
+  return {map.table, map.version, map.n_shards, info.shard_index, info.source_checksum};
 }
 
 std::string StoreIdentity::Encode() const {
@@ -223,8 +214,7 @@ std::string StoreIdentity::Encode() const {
 absl::StatusOr<StoreIdentity> StoreIdentity::Decode(std::string_view text) {
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   StoreIdentity id;
-  if (j.is_discarded() || !j.is_object() ||
-      !Get(j, "table", &json::is_string, &id.table).ok() ||
+  if (j.is_discarded() || !j.is_object() || !Get(j, "table", &json::is_string, &id.table).ok() ||
       !Get(j, "version", &json::is_number_unsigned, &id.version).ok() ||
       !Get(j, "n_shards", &json::is_number_unsigned, &id.n_shards).ok() ||
       !Get(j, "shard_index", &json::is_number_unsigned, &id.shard_index).ok() ||

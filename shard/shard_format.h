@@ -20,8 +20,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "rocksdb/options.h"
 #include "common/shard_map.h"
+#include "rocksdb/options.h"
 
 namespace engram {
 
@@ -64,14 +64,13 @@ void EncodeCuckooValue(uint64_t key, const uint8_t* row, size_t n, std::string* 
 bool CuckooValueIntact(uint64_t key, const char* value, size_t n);
 // How a read names a row whose RowChecksum fails ("shard S: layer L row R "
 // then this), through RocksDB or a mapped tail alike.
-inline constexpr char kRowChecksumFailure[] =
-    "fails its row checksum (the table file is damaged)";
+inline constexpr char kRowChecksumFailure[] = "fails its row checksum (the table file is damaged)";
 
 // What one shard directory holds. A plain value type.
 struct ShardInfo {
   struct Layer {
-    int64_t layer_id = 0;    // transformer layer, for humans
-    uint64_t rows_owned = 0; // == ShardMap::RowsOnShard
+    int64_t layer_id = 0;     // transformer layer, for humans
+    uint64_t rows_owned = 0;  // == ShardMap::RowsOnShard
     // XXH3-64 over this shard's rows of the layer in row order,
     // "xxh3_64:<16 hex>".
     std::string checksum;
@@ -84,8 +83,8 @@ struct ShardInfo {
   std::string source_checksum;
   // Import options that shape the content; a re-import with equal values
   // (and an equal shard map) is a no-op.
-  std::string source_kind;      // "table" or "gguf"
-  std::string profile_checksum; // of the --profile-trace file; "" = none
+  std::string source_kind;       // "table" or "gguf"
+  std::string profile_checksum;  // of the --profile-trace file; "" = none
   // "import.tail_format" in shard.json; absent (shards written before the
   // choice existed) = kBlock.
   TailFormat tail_format = TailFormat::kBlock;
@@ -127,12 +126,12 @@ struct StoreIdentity {
 // Tuning knobs of the shard DB that differ between runs; everything else is
 // fixed by ShardDbOptions.
 struct ShardDbTuning {
-  bool direct_io = false;          // use_direct_reads
+  bool direct_io = false;  // use_direct_reads
   // allow_mmap_reads (ignored with direct_io): a buffered read is then a
   // page-cache lookup through the mapping, not a pread syscall and a copy.
   bool mmap_reads = false;
-  size_t block_cache_bytes = 0;    // 0 = no block cache
-  bool statistics = false;         // attach rocksdb::Statistics
+  size_t block_cache_bytes = 0;  // 0 = no block cache
+  bool statistics = false;       // attach rocksdb::Statistics
 };
 
 // The options every shard DB is written and opened with: 4 KiB aligned,

@@ -9,18 +9,18 @@
 
 #include <fstream>
 #include <random>
-#include <tuple>
 #include <thread>
+#include <tuple>
 
 #include "common/fp8.h"
 #include "common/metrics/registry.h"
 #include "common/metrics/scrape.h"
 #include "common/metrics/text_serializer.h"
 #include "common/table.h"
+#include "common/testing/test_files.h"
 #include "gtest/gtest.h"
 #include "service/shard_server.h"
 #include "shard/importer.h"
-#include "common/testing/test_files.h"
 
 namespace engram {
 namespace {
@@ -163,8 +163,8 @@ void ExpectRowsMatchTable(EngramClient& client, Step& step, bool last_layer_firs
 
 // Runs a prefill and `decode_steps` decode steps over `batch` sequences
 // with random tokens (and an image span), checking every row.
-void RunGeneration(EngramClient& client, int batch, int prefill, int decode_steps,
-                   uint64_t seed, bool last_layer_first = false) {
+void RunGeneration(EngramClient& client, int batch, int prefill, int decode_steps, uint64_t seed,
+                   bool last_layer_first = false) {
   std::mt19937_64 rng(seed);
   std::vector<std::unique_ptr<Sequence>> seqs;
   std::vector<Sequence*> ptrs;
@@ -224,9 +224,8 @@ INSTANTIATE_TEST_SUITE_P(HotTier, ClientTest,
                                                               Transport::kGrpc)),
                          [](const ::testing::TestParamInfo<std::tuple<int, Transport>>& p) {
                            return "budget" + std::to_string(std::get<0>(p.param)) +
-                                  (std::get<1>(p.param) == Transport::kRowStream
-                                       ? "_row_stream"
-                                       : "_grpc");
+                                  (std::get<1>(p.param) == Transport::kRowStream ? "_row_stream"
+                                                                                 : "_grpc");
                          });
 
 // A client with the default transport against `d`: every row of a short
@@ -286,8 +285,8 @@ TEST(Client, MultiLayerRequestsCutAtTheRowLimitKeepEveryRow) {
     ASSERT_TRUE(client2.ok()) << client2.status();
     RunGeneration(**client2, 16, 100, 1, 12);
     if (!pipeline && limit == 16384) {
-      EXPECT_GT((*client2)->stats().rpcs, (*client2)->stats().steps * (*client2)->n_shards() *
-                                              (*client2)->n_layers());
+      EXPECT_GT((*client2)->stats().rpcs,
+                (*client2)->stats().steps * (*client2)->n_shards() * (*client2)->n_layers());
     }
     const uint64_t layers = static_cast<uint64_t>((*client)->n_layers());
     const uint64_t shards = static_cast<uint64_t>((*client)->n_shards());
@@ -413,8 +412,8 @@ TEST(Client, CountersArePublishedThroughTheRegistry) {
   auto client = EngramClient::Create(o);
   ASSERT_TRUE(client.ok()) << client.status();
   RunGeneration(**client, 2, 10, 2, 31);
-  const std::vector<metrics::Sample> samples = metrics::ParseSamples(
-      metrics::TextSerializer().Serialize(o.metrics_registry->Collect()));
+  const std::vector<metrics::Sample> samples =
+      metrics::ParseSamples(metrics::TextSerializer().Serialize(o.metrics_registry->Collect()));
   const ClientStats st = (*client)->stats();
   EXPECT_EQ(metrics::SumSamples(samples, "engram_client_steps_total"), 3.0);
   EXPECT_EQ(metrics::SumSamples(samples, "engram_client_ids_total"), static_cast<double>(st.ids));

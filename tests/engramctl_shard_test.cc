@@ -6,13 +6,13 @@
 #include <string>
 #include <vector>
 
+#include "common/file_util.h"
 #include "common/layout.h"
 #include "common/table.h"
+#include "common/testing/test_files.h"
 #include "gtest/gtest.h"
-#include "common/file_util.h"
 #include "shard/row_store.h"
 #include "shard/testing/gguf_writer.h"
-#include "common/testing/test_files.h"
 
 namespace engram {
 namespace {
@@ -42,8 +42,8 @@ class EngramctlShardTest : public ::testing::Test {
 };
 
 TEST_F(EngramctlShardTest, ImportTwiceThenRefuseAnotherShard) {
-  const std::string base = "import --table " + dir_.Sub("table") +
-                           " --shards 2 --out " + dir_.Sub("s1");
+  const std::string base =
+      "import --table " + dir_.Sub("table") + " --shards 2 --out " + dir_.Sub("s1");
   CliRun r = Engramctl(base + " --shard-index 1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("import: wrote shard 1 of 2"), std::string::npos) << r.output;
@@ -60,8 +60,8 @@ TEST_F(EngramctlShardTest, ImportTwiceThenRefuseAnotherShard) {
 
   // A cuckoo tail, said in the summary; the same --out with the other
   // format is refused.
-  const std::string cuckoo = "import --table " + dir_.Sub("table") +
-                             " --shards 2 --shard-index 1 --out " + dir_.Sub("c1");
+  const std::string cuckoo =
+      "import --table " + dir_.Sub("table") + " --shards 2 --shard-index 1 --out " + dir_.Sub("c1");
   r = Engramctl(cuckoo + " --tail-format cuckoo");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("cuckoo tail"), std::string::npos) << r.output;
@@ -76,11 +76,11 @@ TEST_F(EngramctlShardTest, BadImportFlagsAreOneLineErrors) {
       "import --shards 2 --shard-index 0 --out x",
       "import --table t --shards 2 --shard-index 2 --out x",
       "import --table t --gguf g --shards 2 --shard-index 0 --out x",
-      "import --table " + dir_.Sub("nope") + " --shards 1 --shard-index 0 --out " +
-          dir_.Sub("x"),
-      "import --table " + dir_.Sub("table") + " --shards 1 --shard-index 0 --out " +
-          dir_.Sub("x") + " --tail-format lsm",
-      "layout", "layout --from-gguf " + dir_.Sub("nope.gguf")};
+      "import --table " + dir_.Sub("nope") + " --shards 1 --shard-index 0 --out " + dir_.Sub("x"),
+      "import --table " + dir_.Sub("table") + " --shards 1 --shard-index 0 --out " + dir_.Sub("x") +
+          " --tail-format lsm",
+      "layout",
+      "layout --from-gguf " + dir_.Sub("nope.gguf")};
   for (const std::string& args : cases) {
     CliRun r = Engramctl(args);
     EXPECT_EQ(r.exit_code, 2) << args << ": " << r.output;

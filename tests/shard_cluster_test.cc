@@ -19,22 +19,22 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "client/engram_client.h"
+#include "common/shard_map.h"
 #include "common/status_macros.h"
 #include "common/table.h"
 #include "engram/v1/engram_store.grpc.pb.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
+#include "proto/wire.h"
 #include "service/testing/pending_lookups.h"
 #include "service/testing/server_test_util.h"
 #include "service/testing/shard_process.h"
-#include "proto/wire.h"
-#include "common/shard_map.h"
 
 namespace engram {
 namespace {
 
-using testing::ShardProcess;
 using testing::RunCommand;
+using testing::ShardProcess;
 
 constexpr uint32_t kShards = 3;
 constexpr char kLookup[] = "/engram.v1.EngramStore/Lookup";
@@ -57,20 +57,18 @@ class ShardClusterTest : public ::testing::Test {
   static void SetUpTestSuite() {
     root_ = new testing::TempDir("shard_cluster_test");
     const std::string table = root_->path() + "/table";
-    ASSERT_EQ(RunCommand({kBin + "/engramctl", "gen-table", "--out", table,
-                          "--preset", "small", "--engram-vocab-size",
-                          std::to_string(testing::kSmallVocab), "--table-name",
-                          testing::kSmallTableName, "--table-version",
+    ASSERT_EQ(RunCommand({kBin + "/engramctl", "gen-table", "--out", table, "--preset", "small",
+                          "--engram-vocab-size", std::to_string(testing::kSmallVocab),
+                          "--table-name", testing::kSmallTableName, "--table-version",
                           std::to_string(testing::kSmallTableVersion)})
                   .value_or(-1),
               0);
     for (uint32_t i = 0; i < kShards; ++i) {
-      ASSERT_EQ(
-          RunCommand({kBin + "/engramctl", "import", "--table", table,
-                      "--shards", std::to_string(kShards), "--shard-index",
-                      std::to_string(i), "--out", ShardDir(i)})
-              .value_or(-1),
-          0);
+      ASSERT_EQ(RunCommand({kBin + "/engramctl", "import", "--table", table, "--shards",
+                            std::to_string(kShards), "--shard-index", std::to_string(i), "--out",
+                            ShardDir(i)})
+                    .value_or(-1),
+                0);
     }
     auto map = ShardMap::Load(ShardDir(0) + "/shard_map.json");
     ASSERT_TRUE(map.ok()) << map.status();
@@ -91,9 +89,7 @@ class ShardClusterTest : public ::testing::Test {
     delete root_;
   }
 
-  static std::string ShardDir(uint32_t i) {
-    return absl::StrCat(root_->path(), "/shard-", i);
-  }
+  static std::string ShardDir(uint32_t i) { return absl::StrCat(root_->path(), "/shard-", i); }
 
   static testing::TempDir* root_;
   static ShardMap* map_;
@@ -122,18 +118,16 @@ TEST_F(ShardClusterTest, RoutedLookupsReturnTheTablesBytes) {
       std::vector<std::string> rows(kShards);
       for (uint32_t s = 0; s < kShards; ++s) {
         const wire::LayerRowIds request{layer, per_shard[s]};
-        grpc::Slice slice = wire::EncodeLookupRequest(
-            testing::kSmallTableName, testing::kSmallTableVersion,
-            {&request, 1});
+        grpc::Slice slice = wire::EncodeLookupRequest(testing::kSmallTableName,
+                                                      testing::kSmallTableVersion, {&request, 1});
         grpc::ByteBuffer response;
-        const grpc::Status status = testing::RawUnaryCall(
-            *testing::LocalChannel(shards_[s]->port()), kLookup,
-            grpc::ByteBuffer(&slice, 1), &response);
+        const grpc::Status status =
+            testing::RawUnaryCall(*testing::LocalChannel(shards_[s]->port()), kLookup,
+                                  grpc::ByteBuffer(&slice, 1), &response);
         ASSERT_TRUE(status.ok()) << status.error_message();
         rows[s].resize(per_shard[s].size() * row_bytes);
         ASSERT_TRUE(wire::DecodeLookupResponse(
-                        response, {reinterpret_cast<uint8_t*>(rows[s].data()),
-                                   rows[s].size()})
+                        response, {reinterpret_cast<uint8_t*>(rows[s].data()), rows[s].size()})
                         .ok());
       }
       std::string got;
@@ -150,8 +144,7 @@ TEST_F(ShardClusterTest, RoutedLookupsReturnTheTablesBytes) {
 
 TEST_F(ShardClusterTest, InfoNamesEachShard) {
   for (uint32_t s = 0; s < kShards; ++s) {
-    auto stub =
-        v1::EngramStore::NewStub(testing::LocalChannel(shards_[s]->port()));
+    auto stub = v1::EngramStore::NewStub(testing::LocalChannel(shards_[s]->port()));
     grpc::ClientContext context;
     v1::InfoResponse info;
     ASSERT_TRUE(stub->Info(&context, v1::InfoRequest(), &info).ok());
@@ -164,8 +157,7 @@ TEST_F(ShardClusterTest, InfoNamesEachShard) {
 
 TEST_F(ShardClusterTest, MetricsPassPromtool) {
   std::mt19937_64 rng(3);
-  const std::vector<uint64_t> ids =
-      testing::RandomOwnedIds(*map_, 0, 0, 50, rng);
+  const std::vector<uint64_t> ids = testing::RandomOwnedIds(*map_, 0, 0, 50, rng);
   auto stub = v1::EngramStore::NewStub(testing::LocalChannel(shards_[0]->port()));
   v1::LookupRequest request;
   v1::LayerRows* layer = request.add_layers();
@@ -176,8 +168,7 @@ TEST_F(ShardClusterTest, MetricsPassPromtool) {
 
   auto page = testing::HttpGet(shards_[0]->metrics_port(), "/metrics");
   ASSERT_TRUE(page.ok()) << page.status();
-  EXPECT_GE(testing::MetricValue(*page, "engram_shard_bytes_total{layer=\"0\"}")
-                .value_or(0),
+  EXPECT_GE(testing::MetricValue(*page, "engram_shard_bytes_total{layer=\"0\"}").value_or(0),
             50.0 * map_->row_bytes[0]);
   const std::string file = root_->path() + "/metrics.txt";
   FILE* f = std::fopen(file.c_str(), "w");
@@ -197,8 +188,7 @@ TEST_F(ShardClusterTest, SigtermDrainsInFlightCalls) {
   auto shard = StartShard(ShardDir(1), "0", {"--reader-threads", "1"});
   ASSERT_TRUE(shard.ok()) << shard.status();
   std::mt19937_64 rng(11);
-  const std::vector<uint64_t> ids =
-      testing::RandomOwnedIds(*map_, 1, 1, 60000, rng);
+  const std::vector<uint64_t> ids = testing::RandomOwnedIds(*map_, 1, 1, 60000, rng);
   const std::string expected = testing::ExpectedRows(*table_, 1, ids);
   const wire::LayerRowIds layer{1, ids};
   grpc::Slice slice = wire::EncodeLookupRequest("", 0, {&layer, 1});
@@ -219,8 +209,8 @@ TEST_F(ShardClusterTest, SigtermDrainsInFlightCalls) {
   EXPECT_EQ(WEXITSTATUS(status), 0);
 
   grpc::ByteBuffer response;
-  EXPECT_EQ(testing::RawUnaryCall(*testing::LocalChannel((*shard)->port()), kLookup,
-                                  request, &response, absl::Seconds(2))
+  EXPECT_EQ(testing::RawUnaryCall(*testing::LocalChannel((*shard)->port()), kLookup, request,
+                                  &response, absl::Seconds(2))
                 .error_code(),
             grpc::StatusCode::UNAVAILABLE);
 }
@@ -270,8 +260,10 @@ TEST_F(ShardClusterTest, AStoppedShardFailsTheStepAtTheDeadline) {
     std::unique_ptr<Sequence> seq = (*client)->NewSequence();
     Sequence* ptr = seq.get();
     const absl::Time start = absl::Now();
-    ASSIGN_OR_RETURN(Step step, (*client)->Prefetch(
-        {std::span(&ptr, 1), starts, static_cast<int64_t>(tokens.size()), tokens, {}}));
+    ASSIGN_OR_RETURN(
+        Step step,
+        (*client)->Prefetch(
+            {std::span(&ptr, 1), starts, static_cast<int64_t>(tokens.size()), tokens, {}}));
     absl::Status s = step.WaitArrived(0);
     *took = absl::Now() - start;
     return s;
@@ -321,8 +313,7 @@ TEST_F(ShardClusterTest, BadFlagsAndDataFailWithOneLine) {
       {{"--db", ShardDir(0), "--stream-port", "70000"}, 2, "row stream port 70000"},
       {{"--db", ShardDir(0), "--hot-cache-share", "101"}, 2, "cache share 101%"},
       {{"--db", root_->path() + "/nope"}, 1, root_->path() + "/nope"},
-      {{"--db", ShardDir(0), "--listen",
-        absl::StrCat("127.0.0.1:", shards_[0]->port())},
+      {{"--db", ShardDir(0), "--listen", absl::StrCat("127.0.0.1:", shards_[0]->port())},
        1,
        "cannot listen"},
       {{"--db", ShardDir(0), "--listen", "127.0.0.1:0", "--stream-port",
@@ -338,8 +329,7 @@ TEST_F(ShardClusterTest, BadFlagsAndDataFailWithOneLine) {
     ASSERT_TRUE(rc.ok()) << rc.status();
     EXPECT_EQ(*rc, c.exit_code) << absl::StrJoin(c.args, " ");
     const std::string text = testing::ReadFile(err);
-    std::vector<std::string> lines =
-        absl::StrSplit(text, '\n', absl::SkipEmpty());
+    std::vector<std::string> lines = absl::StrSplit(text, '\n', absl::SkipEmpty());
     ASSERT_FALSE(lines.empty());
     // gRPC may log its own bind failure first; ours is the last line.
     EXPECT_EQ(lines.back().rfind("engram-shard: ", 0), 0u) << text;

@@ -19,8 +19,8 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
-#include "common/hash_golden.h"
 #include "common/flags.h"
+#include "common/hash_golden.h"
 #include "common/table_gen.h"
 #include "tools/lookup_command.h"
 #include "tools/progress.h"
@@ -35,7 +35,8 @@ ABSL_FLAG(int64_t, engram_vocab_size, kGenDefaults.engram_vocab_size,
           "gen-table: base size of the prime walk (released V4.1: 16000000)");
 ABSL_FLAG(int32_t, head_dim, kGenDefaults.head_dim, "gen-table: values per row (0 = preset's)");
 ABSL_FLAG(uint64_t, seed, kGenDefaults.seed, "gen-table: seed of the synthetic rows and token map");
-ABSL_FLAG(std::string, layout, kGenDefaults.layout_file, "gen-table: take the hash layout from this JSON file");
+ABSL_FLAG(std::string, layout, kGenDefaults.layout_file,
+          "gen-table: take the hash layout from this JSON file");
 ABSL_FLAG(std::string, token_map, kGenDefaults.token_map_file,
           "gen-table: token map JSON (tools/make-token-map) instead of a random one");
 ABSL_FLAG(std::string, table_name, kGenDefaults.table_name, "gen-table: table name");
@@ -67,8 +68,9 @@ int Fail(const std::string& line) {
 
 int HashCheck(const std::vector<std::string>& files) {
   if (files.empty()) {
-    return Fail("hash-check needs at least one golden file, e.g. "
-                "engramctl hash-check tests/golden/*.json");
+    return Fail(
+        "hash-check needs at least one golden file, e.g. "
+        "engramctl hash-check tests/golden/*.json");
   }
   int64_t passed = 0, failed = 0;
   for (const std::string& f : files) {
@@ -80,16 +82,14 @@ int HashCheck(const std::vector<std::string>& files) {
       continue;
     }
     if (r->not_hash_golden) {
-      std::printf("skip %s: no \"layout\" and \"calls\", not a hash golden file\n",
-                  f.c_str());
+      std::printf("skip %s: no \"layout\" and \"calls\", not a hash golden file\n", f.c_str());
       continue;
     }
     passed += r->calls_passed;
     failed += r->calls_failed;
     if (r->calls_failed == 0) {
       std::printf("ok   %s: %lld calls, %lld ids\n", f.c_str(),
-                  static_cast<long long>(r->calls_passed),
-                  static_cast<long long>(r->ids_checked));
+                  static_cast<long long>(r->calls_passed), static_cast<long long>(r->ids_checked));
     } else {
       std::printf("FAIL %s: %lld of %lld calls differ; first: %s\n", f.c_str(),
                   static_cast<long long>(r->calls_failed),
@@ -116,8 +116,8 @@ int GenTable(const std::vector<std::string>& args) {
   o.table_name = absl::GetFlag(FLAGS_table_name);
   o.version = absl::GetFlag(FLAGS_table_version);
   engram::ProgressBar bar("gen-table");
-  absl::Status s = engram::GenerateTable(
-      o, [&bar](uint64_t done, uint64_t total) { bar.Update(done, total); });
+  absl::Status s =
+      engram::GenerateTable(o, [&bar](uint64_t done, uint64_t total) { bar.Update(done, total); });
   bar.Finish();
   if (!s.ok()) return Fail(absl::StrCat("gen-table: ", s.message()));
   std::printf("gen-table: wrote %s\n", o.out_dir.c_str());
@@ -142,6 +142,5 @@ int main(int argc, char** argv) {
   if (command == "import") return engram::ImportCommand(args);
   if (command == "layout") return engram::LayoutCommand(args);
   if (command == "lookup") return engram::LookupCommand(args);
-  return Fail(absl::StrCat("unknown command '", command,
-                           "'; run engramctl --help for the list"));
+  return Fail(absl::StrCat("unknown command '", command, "'; run engramctl --help for the list"));
 }

@@ -97,18 +97,19 @@ int LookupCommand(const std::vector<std::string>& args) {
         const float* v = &values[l][(static_cast<size_t>(p) * C + col) * hd];
         const int shard = static_cast<int>(row % static_cast<uint64_t>(c.n_shards()));
         if (json) {
-          std::string line = absl::StrCat(first ? "" : ",", "\n{\"pos\":", p, ",\"layer\":", l,
-                                           ",\"col\":", col, ",\"row_id\":", row,
-                                           ",\"shard\":", shard, ",\"values\":[");
+          std::string line =
+              absl::StrCat(first ? "" : ",", "\n{\"pos\":", p, ",\"layer\":", l, ",\"col\":", col,
+                           ",\"row_id\":", row, ",\"shard\":", shard, ",\"values\":[");
           for (int j = 0; j < hd; ++j) absl::StrAppend(&line, j ? "," : "", FloatText(v[j]));
           line += "]}";
           std::fputs(line.c_str(), stdout);
           first = false;
         } else {
           std::string line = absl::StrCat("pos ", p, " layer ", l, " (transformer layer ",
-                                          c.layout().engram_layer_ids[l], ") col ", col,
-                                          " row ", row, " shard ", shard, ":");
-          for (int j = 0; j < std::min(shown, hd); ++j) absl::StrAppend(&line, " ", FloatText(v[j]));
+                                          c.layout().engram_layer_ids[l], ") col ", col, " row ",
+                                          row, " shard ", shard, ":");
+          for (int j = 0; j < std::min(shown, hd); ++j)
+            absl::StrAppend(&line, " ", FloatText(v[j]));
           if (shown < hd) line += " ...";
           std::puts(line.c_str());
         }

@@ -16,7 +16,8 @@ namespace engram {
 class ProgressBar {
  public:
   explicit ProgressBar(std::string label)
-      : label_(std::move(label)), enabled_(isatty(STDERR_FILENO) == 1),
+      : label_(std::move(label)),
+        enabled_(isatty(STDERR_FILENO) == 1),
         start_(std::chrono::steady_clock::now()) {}
   ~ProgressBar() { Finish(); }
 
@@ -31,8 +32,8 @@ class ProgressBar {
     const double secs = std::chrono::duration<double>(now - start_).count();
     std::string bar(static_cast<size_t>(fill), '#');
     bar.resize(width, '.');
-    std::fprintf(stderr, "\r%s [%s] %5.1f%% %llu/%llu %.1fs", label_.c_str(),
-                 bar.c_str(), 100.0 * frac, static_cast<unsigned long long>(done),
+    std::fprintf(stderr, "\r%s [%s] %5.1f%% %llu/%llu %.1fs", label_.c_str(), bar.c_str(),
+                 100.0 * frac, static_cast<unsigned long long>(done),
                  static_cast<unsigned long long>(total), secs);
     std::fflush(stderr);
     drawn_ = true;

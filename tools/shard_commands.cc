@@ -17,7 +17,8 @@ ABSL_DECLARE_FLAG(uint64_t, table_version);
 static const engram::ImportOptions kImportDefaults;
 
 ABSL_FLAG(std::string, table, kImportDefaults.table_dir, "import: the table directory to shard");
-ABSL_FLAG(std::string, gguf, kImportDefaults.gguf_path, "import: a DeepSeek-V4.1 GGUF file to shard instead of --table");
+ABSL_FLAG(std::string, gguf, kImportDefaults.gguf_path,
+          "import: a DeepSeek-V4.1 GGUF file to shard instead of --table");
 ABSL_FLAG(std::string, shards, "",
           "import: the number of shards K; lookup: the shard addresses, shard 0 "
           "first, comma-separated, replicas of one shard joined by '|'");
@@ -56,8 +57,8 @@ int ImportCommand(const std::vector<std::string>& args) {
   }
   if (shards < 1) return Fail("import needs --shards K (K >= 1, the number of shard servers)");
   if (index < 0 || index >= shards) {
-    return Fail(absl::StrCat("import needs --shard-index I with 0 <= I < ", shards,
-                             " (got ", index, ")"));
+    return Fail(
+        absl::StrCat("import needs --shard-index I with 0 <= I < ", shards, " (got ", index, ")"));
   }
   if (o.out_dir.empty()) return Fail("import needs --out DIR (the shard directory to create)");
   absl::StatusOr<TailFormat> tail = ParseTailFormat(absl::GetFlag(FLAGS_tail_format));
@@ -71,18 +72,17 @@ int ImportCommand(const std::vector<std::string>& args) {
       ImportShard(o, [&bar](uint64_t done, uint64_t total) { bar.Update(done, total); });
   bar.Finish();
   if (!r.ok()) return Fail(absl::StrCat("import: ", r.status().message()));
-  const std::string what = absl::StrCat("shard ", index, " of ", shards, " of table ",
-                                        r->map.table, " v", r->map.version);
+  const std::string what = absl::StrCat("shard ", index, " of ", shards, " of table ", r->map.table,
+                                        " v", r->map.version);
   if (r->already_imported) {
     std::printf("import: already imported: %s holds %s\n", o.out_dir.c_str(), what.c_str());
     return 0;
   }
-  std::printf("import: wrote %s to %s (%llu rows, %d SST files, %s tail%s)\n", what.c_str(),
-              o.out_dir.c_str(), static_cast<unsigned long long>(r->rows_written),
-              r->sst_files, TailFormatName(o.tail_format),
-              o.profile_trace.empty()
-                  ? ""
-                  : absl::StrCat(", ", r->profile_rows, " profiled rows").c_str());
+  std::printf(
+      "import: wrote %s to %s (%llu rows, %d SST files, %s tail%s)\n", what.c_str(),
+      o.out_dir.c_str(), static_cast<unsigned long long>(r->rows_written), r->sst_files,
+      TailFormatName(o.tail_format),
+      o.profile_trace.empty() ? "" : absl::StrCat(", ", r->profile_rows, " profiled rows").c_str());
   return 0;
 }
 

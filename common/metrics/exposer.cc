@@ -70,11 +70,8 @@ absl::StatusOr<std::unique_ptr<Exposer>> Exposer::Create(const std::string& bind
   std::unique_ptr<Exposer> exposer(new Exposer());
   const std::string threads = std::to_string(num_threads);
   const char* options[] = {
-      "listening_ports", bind_address.c_str(),
-      "num_threads", threads.c_str(),
-      "request_timeout_ms", "10000",
-      "enable_keep_alive", "no",
-      nullptr,
+      "listening_ports", bind_address.c_str(), "num_threads", threads.c_str(), "request_timeout_ms",
+      "10000",           "enable_keep_alive",  "no",          nullptr,
   };
   mg_callbacks callbacks;
   std::memset(&callbacks, 0, sizeof(callbacks));

@@ -4,10 +4,10 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/wait.h>
-#include <stdlib.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -25,10 +25,10 @@
 #include "absl/status/status.h"
 #include "common/metrics/counter.h"
 #include "common/metrics/exposer.h"
-#include "common/metrics/scrape.h"
 #include "common/metrics/gauge.h"
 #include "common/metrics/histogram.h"
 #include "common/metrics/registry.h"
+#include "common/metrics/scrape.h"
 #include "common/metrics/text_serializer.h"
 #include "gtest/gtest.h"
 
@@ -37,7 +37,9 @@ namespace {
 
 constexpr char kPromtool[] = "/usr/bin/promtool";
 
-std::string Text(const Registry& registry) { return TextSerializer().Serialize(registry.Collect()); }
+std::string Text(const Registry& registry) {
+  return TextSerializer().Serialize(registry.Collect());
+}
 
 // A transport failure reads as status -1 with the reason in `error`.
 struct Fetched : metrics::HttpResponse {
@@ -125,8 +127,9 @@ TEST(Exposer, ServesMetricsThatPromtoolAccepts) {
             std::string::npos)
       << response.headers;
   EXPECT_EQ(response.body, Text(*registry));
-  EXPECT_NE(response.body.find("engram_shard_rows_total{layer=\"0\",shard=\"0\",tier=\"hot\"} 42\n"),
-            std::string::npos)
+  EXPECT_NE(
+      response.body.find("engram_shard_rows_total{layer=\"0\",shard=\"0\",tier=\"hot\"} 42\n"),
+      std::string::npos)
       << response.body;
   EXPECT_NE(response.body.find("engram_queue_depth{queue=\"nan\"} NaN\n"), std::string::npos);
 
@@ -229,10 +232,8 @@ TEST(Exposer, SecondExposerOnSamePortIsAnError) {
 
 TEST(Exposer, MalformedAddressIsInvalidArgument) {
   EXPECT_EQ(Exposer::Create("").status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(Exposer::Create("not-an-address").status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(Exposer::Create("127.0.0.1:0", 0).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Exposer::Create("not-an-address").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Exposer::Create("127.0.0.1:0", 0).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -54,8 +54,8 @@ void Histogram::ObserveMultiple(const std::vector<double>& bucket_increments,
   for (std::size_t i = 0; i < bucket_increments.size(); ++i) {
     const double inc = bucket_increments[i];
     if (!(inc >= 1.0)) continue;  // ignores 0, fractions below 1, negatives, NaN
-    const auto n = inc >= 1.8e19 ? std::numeric_limits<std::uint64_t>::max()
-                                 : static_cast<std::uint64_t>(inc);
+    const auto n =
+        inc >= 1.8e19 ? std::numeric_limits<std::uint64_t>::max() : static_cast<std::uint64_t>(inc);
     CountCell(shard, i).fetch_add(n, std::memory_order_relaxed);
   }
   sums_[shard].sum.fetch_add(sum_of_values, std::memory_order_relaxed);

@@ -30,7 +30,9 @@ void RunThreads(int n, Fn fn) {
   for (auto& t : threads) t.join();
 }
 
-std::string Text(const Registry& registry) { return TextSerializer().Serialize(registry.Collect()); }
+std::string Text(const Registry& registry) {
+  return TextSerializer().Serialize(registry.Collect());
+}
 
 // ---- names -----------------------------------------------------------------
 
@@ -80,8 +82,8 @@ TEST(Counter, ConcurrentIncrementsAreExact) {
   RunThreads(kThreads, [&](int) {
     for (int i = 0; i < kPerThread; ++i) {
       ones.Increment();
-      mixed.Increment(2.0);   // whole: uint64 path
-      mixed.Increment(0.5);   // fractional: double path (exact in binary)
+      mixed.Increment(2.0);  // whole: uint64 path
+      mixed.Increment(0.5);  // fractional: double path (exact in binary)
     }
   });
   EXPECT_EQ(ones.Value(), double{kThreads} * kPerThread);
@@ -178,8 +180,10 @@ TEST(Family, AddReturnsSameMetricForSameLabels) {
 
 TEST(Registry, ReRegisterReturnsSameFamilyAndRemoveWorks) {
   Registry registry;
-  auto& f1 = BuildGauge().Name("engram_g").Help("first").Labels({{"shard", "1"}}).Register(registry);
-  auto& f2 = BuildGauge().Name("engram_g").Help("second").Labels({{"shard", "1"}}).Register(registry);
+  auto& f1 =
+      BuildGauge().Name("engram_g").Help("first").Labels({{"shard", "1"}}).Register(registry);
+  auto& f2 =
+      BuildGauge().Name("engram_g").Help("second").Labels({{"shard", "1"}}).Register(registry);
   EXPECT_EQ(&f1, &f2);
   EXPECT_EQ(f2.GetHelp(), "first");
   f1.Add({}).Set(1);

@@ -16,10 +16,14 @@ bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 
 const char* TypeName(MetricType type) {
   switch (type) {
-    case MetricType::Counter: return "counter";
-    case MetricType::Gauge: return "gauge";
-    case MetricType::Histogram: return "histogram";
-    case MetricType::Untyped: return "untyped";
+    case MetricType::Counter:
+      return "counter";
+    case MetricType::Gauge:
+      return "gauge";
+    case MetricType::Histogram:
+      return "histogram";
+    case MetricType::Untyped:
+      return "untyped";
   }
   return "unknown";
 }

@@ -10,8 +10,7 @@
 
 namespace engram::metrics {
 
-absl::StatusOr<HttpResponse> HttpGet(int port, const std::string& path,
-                                     const std::string& method) {
+absl::StatusOr<HttpResponse> HttpGet(int port, const std::string& path, const std::string& method) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return absl::InternalError("socket() failed");
   timeval timeout{10, 0};

@@ -36,25 +36,34 @@ void AppendCount(std::string& out, std::uint64_t value) {
 void AppendEscaped(std::string& out, std::string_view in, bool quote) {
   for (const char c : in) {
     switch (c) {
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
       case '"':
         if (quote) {
           out += "\\\"";
           break;
         }
         [[fallthrough]];
-      default: out += c;
+      default:
+        out += c;
     }
   }
 }
 
 const char* TypeName(MetricType type) {
   switch (type) {
-    case MetricType::Counter: return "counter";
-    case MetricType::Gauge: return "gauge";
-    case MetricType::Histogram: return "histogram";
-    case MetricType::Untyped: return "untyped";
+    case MetricType::Counter:
+      return "counter";
+    case MetricType::Gauge:
+      return "gauge";
+    case MetricType::Histogram:
+      return "histogram";
+    case MetricType::Untyped:
+      return "untyped";
   }
   return "untyped";
 }

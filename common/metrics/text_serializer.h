@@ -26,7 +26,7 @@ class TextSerializer {
   void Serialize(std::ostream& out, const std::vector<MetricFamily>& families) const;
 
   // Building blocks, exposed for tests and custom collectables.
-  static std::string FormatValue(double value);             // "1", "0.25", "+Inf", "NaN"
+  static std::string FormatValue(double value);              // "1", "0.25", "+Inf", "NaN"
   static std::string EscapeLabelValue(std::string_view in);  // \\  \"  \n
   static std::string EscapeHelp(std::string_view in);        // \\  \n
 };

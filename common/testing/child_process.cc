@@ -59,8 +59,7 @@ std::string ResolveProgram(const std::string& argv0) {
     return ::access(argv0.c_str(), X_OK) == 0 ? argv0 : "";
   }
   const char* path = std::getenv("PATH");
-  for (absl::string_view dir :
-       absl::StrSplit(path != nullptr ? path : "/usr/bin:/bin", ':')) {
+  for (absl::string_view dir : absl::StrSplit(path != nullptr ? path : "/usr/bin:/bin", ':')) {
     const std::string candidate = absl::StrCat(dir.empty() ? "." : dir, "/", argv0);
     if (::access(candidate.c_str(), X_OK) == 0) return candidate;
   }
@@ -88,14 +87,12 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(
   if (options.pipe_stdout && ::pipe2(pipe_fds, O_CLOEXEC) != 0) {
     return absl::InternalError(absl::StrCat("pipe2: ", std::strerror(errno)));
   }
-  const int in_fd = OpenOrMinusOne(
-      options.stdin_path.empty() ? "/dev/null" : options.stdin_path, O_RDONLY);
-  const int out_fd =
-      options.pipe_stdout
-          ? pipe_fds[1]
-          : OpenOrMinusOne(options.stdout_path, O_WRONLY | O_CREAT | O_APPEND);
-  const int err_fd =
-      OpenOrMinusOne(options.stderr_path, O_WRONLY | O_CREAT | O_APPEND);
+  const int in_fd =
+      OpenOrMinusOne(options.stdin_path.empty() ? "/dev/null" : options.stdin_path, O_RDONLY);
+  const int out_fd = options.pipe_stdout
+                         ? pipe_fds[1]
+                         : OpenOrMinusOne(options.stdout_path, O_WRONLY | O_CREAT | O_APPEND);
+  const int err_fd = OpenOrMinusOne(options.stderr_path, O_WRONLY | O_CREAT | O_APPEND);
   auto close_fds = [&] {
     for (int fd : {in_fd, pipe_fds[1], err_fd}) {
       if (fd >= 0) ::close(fd);
@@ -106,8 +103,8 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(
       (!options.stderr_path.empty() && err_fd < 0)) {
     close_fds();
     if (pipe_fds[0] >= 0) ::close(pipe_fds[0]);
-    return absl::InternalError(absl::StrCat(
-        "cannot open the redirections of ", argv[0], ": ", std::strerror(errno)));
+    return absl::InternalError(
+        absl::StrCat("cannot open the redirections of ", argv[0], ": ", std::strerror(errno)));
   }
 
   const pid_t parent = ::getpid();
@@ -222,8 +219,7 @@ void InstallChildCleanup() {
   ::signal(SIGPIPE, SIG_IGN);
 }
 
-absl::StatusOr<int> RunCommand(const std::vector<std::string>& argv,
-                               const std::string& stdin_path,
+absl::StatusOr<int> RunCommand(const std::vector<std::string>& argv, const std::string& stdin_path,
                                const std::string& stderr_path) {
   ChildOptions options;
   options.pipe_stdout = false;

@@ -37,8 +37,8 @@ class ChildProcess {
  public:
   // argv[0] is a path, or a program name looked up on $PATH. NotFound when
   // it is not an executable.
-  static absl::StatusOr<std::unique_ptr<ChildProcess>> Spawn(
-      const std::vector<std::string>& argv, const ChildOptions& options = {});
+  static absl::StatusOr<std::unique_ptr<ChildProcess>> Spawn(const std::vector<std::string>& argv,
+                                                             const ChildOptions& options = {});
   ~ChildProcess();
   ChildProcess(const ChildProcess&) = delete;
   ChildProcess& operator=(const ChildProcess&) = delete;

@@ -6,8 +6,8 @@
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
-#include "common/table_gen.h"
 #include "common/file_util.h"
+#include "common/table_gen.h"
 
 namespace engram::testing {
 
@@ -24,8 +24,7 @@ TempDir::~TempDir() {
   if (!path_.empty()) (void)RemoveTree(path_);
 }
 
-absl::Status MakeSmallTable(const std::string& dir, int64_t engram_vocab_size,
-                            uint64_t seed) {
+absl::Status MakeSmallTable(const std::string& dir, int64_t engram_vocab_size, uint64_t seed) {
   GenTableOptions o;
   o.out_dir = dir;
   o.preset = "small";

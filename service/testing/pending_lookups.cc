@@ -4,8 +4,8 @@
 
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
-#include "service/testing/server_test_util.h"
 #include "proto/wire.h"
+#include "service/testing/server_test_util.h"
 
 namespace engram::testing {
 
@@ -23,8 +23,8 @@ PendingLookups::PendingLookups(int port, const grpc::ByteBuffer& request, int n)
   for (int i = 0; i < n; ++i) {
     calls_.push_back(std::make_unique<Call>());
     Call* c = calls_.back().get();
-    stub_->UnaryCall(&c->context, "/engram.v1.EngramStore/Lookup", grpc::StubOptions(),
-                     &request_, &c->response, [c](grpc::Status s) {
+    stub_->UnaryCall(&c->context, "/engram.v1.EngramStore/Lookup", grpc::StubOptions(), &request_,
+                     &c->response, [c](grpc::Status s) {
                        c->status = std::move(s);
                        c->done.Notify();
                      });
@@ -52,8 +52,8 @@ void PendingLookups::ExpectEveryRowsEqual(const std::string& expected) {
   for (auto& c : calls_) {
     c->done.WaitForNotification();
     ASSERT_TRUE(c->status.ok()) << c->status.error_message();
-    ASSERT_TRUE(wire::DecodeLookupResponse(
-                    c->response, {reinterpret_cast<uint8_t*>(rows.data()), rows.size()})
+    ASSERT_TRUE(wire::DecodeLookupResponse(c->response,
+                                           {reinterpret_cast<uint8_t*>(rows.data()), rows.size()})
                     .ok());
     EXPECT_TRUE(rows == expected);
   }

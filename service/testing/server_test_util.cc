@@ -21,7 +21,6 @@
 #include "grpcpp/generic/generic_stub.h"
 #include "shard/importer.h"
 
-
 namespace engram::testing {
 
 absl::StatusOr<SmallShardedTable> MakeSmallShardedTable(
@@ -56,10 +55,9 @@ std::shared_ptr<grpc::Channel> LocalChannel(int port) {
 }
 
 grpc::Status RawUnaryCall(grpc::Channel& channel, const std::string& method,
-                          const grpc::ByteBuffer& request,
-                          grpc::ByteBuffer* response, absl::Duration timeout) {
-  grpc::GenericStub stub(
-      std::shared_ptr<grpc::Channel>(&channel, [](grpc::Channel*) {}));
+                          const grpc::ByteBuffer& request, grpc::ByteBuffer* response,
+                          absl::Duration timeout) {
+  grpc::GenericStub stub(std::shared_ptr<grpc::Channel>(&channel, [](grpc::Channel*) {}));
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   absl::Notification done;
@@ -97,8 +95,7 @@ absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
   return std::move(r->body);
 }
 
-std::optional<double> MetricValue(const std::string& page,
-                                  const std::string& metric) {
+std::optional<double> MetricValue(const std::string& page, const std::string& metric) {
   const std::string prefix = metric + " ";
   size_t pos = 0;
   while (pos < page.size()) {
@@ -115,8 +112,7 @@ std::optional<double> MetricValue(const std::string& page,
   return std::nullopt;
 }
 
-std::vector<uint64_t> RandomOwnedIds(const ShardMap& map, uint32_t layer,
-                                     uint32_t shard, size_t n,
+std::vector<uint64_t> RandomOwnedIds(const ShardMap& map, uint32_t layer, uint32_t shard, size_t n,
                                      std::mt19937_64& rng) {
   const uint64_t owned = map.RowsOnShard(layer, shard);
   std::vector<uint64_t> ids(n);
@@ -124,8 +120,7 @@ std::vector<uint64_t> RandomOwnedIds(const ShardMap& map, uint32_t layer,
   return ids;
 }
 
-std::vector<uint64_t> AllOwnedIds(const ShardMap& map, uint32_t layer,
-                                  uint32_t shard) {
+std::vector<uint64_t> AllOwnedIds(const ShardMap& map, uint32_t layer, uint32_t shard) {
   std::vector<uint64_t> ids;
   for (uint64_t id = shard; id < map.layer_rows[layer]; id += map.n_shards) {
     ids.push_back(id);
@@ -138,9 +133,8 @@ std::string ExpectedRows(const TableReader& table, uint32_t layer,
   const size_t row_bytes = table.manifest().layers[layer].row_bytes;
   std::string out(ids.size() * row_bytes, '\0');
   for (size_t i = 0; i < ids.size(); ++i) {
-    const absl::Status s =
-        table.ReadRow(static_cast<int>(layer), ids[i],
-                      reinterpret_cast<uint8_t*>(out.data()) + i * row_bytes);
+    const absl::Status s = table.ReadRow(static_cast<int>(layer), ids[i],
+                                         reinterpret_cast<uint8_t*>(out.data()) + i * row_bytes);
     if (!s.ok()) std::abort();
   }
   return out;

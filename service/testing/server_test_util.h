@@ -15,11 +15,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/shard_map.h"
 #include "common/table.h"
 #include "common/testing/child_process.h"
 #include "common/testing/test_files.h"
 #include "grpcpp/grpcpp.h"
-#include "common/shard_map.h"
 
 namespace engram::testing {
 
@@ -46,8 +46,7 @@ std::shared_ptr<grpc::Channel> LocalChannel(int port);
 
 // A blocking unary call with raw request and response bytes.
 grpc::Status RawUnaryCall(grpc::Channel& channel, const std::string& method,
-                          const grpc::ByteBuffer& request,
-                          grpc::ByteBuffer* response,
+                          const grpc::ByteBuffer& request, grpc::ByteBuffer* response,
                           absl::Duration timeout = absl::Seconds(60));
 grpc::ByteBuffer ToByteBuffer(const std::string& bytes);
 std::string ToString(const grpc::ByteBuffer& buffer);
@@ -57,16 +56,13 @@ absl::StatusOr<std::string> HttpGet(int port, const std::string& path);
 // The value of the first sample line of `metric` (name plus labels exactly
 // as written, e.g. `engram_shard_rows_total{layer="0",tier="disk"}`) in a
 // Prometheus text page, or nullopt.
-std::optional<double> MetricValue(const std::string& page,
-                                  const std::string& metric);
+std::optional<double> MetricValue(const std::string& page, const std::string& metric);
 
 // `n` ids of `layer` owned by `shard`, uniform with repeats.
-std::vector<uint64_t> RandomOwnedIds(const ShardMap& map, uint32_t layer,
-                                     uint32_t shard, size_t n,
+std::vector<uint64_t> RandomOwnedIds(const ShardMap& map, uint32_t layer, uint32_t shard, size_t n,
                                      std::mt19937_64& rng);
 // Every id of `layer` owned by `shard`, ascending.
-std::vector<uint64_t> AllOwnedIds(const ShardMap& map, uint32_t layer,
-                                  uint32_t shard);
+std::vector<uint64_t> AllOwnedIds(const ShardMap& map, uint32_t layer, uint32_t shard);
 // The stored bytes of `ids` of `layer`, concatenated, read from the table.
 std::string ExpectedRows(const TableReader& table, uint32_t layer,
                          const std::vector<uint64_t>& ids);

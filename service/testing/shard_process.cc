@@ -31,8 +31,8 @@ int NumberAfter(const std::string& line, const std::string& key) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ShardProcess>> ShardProcess::Start(const Options& o) {
-  std::vector<std::string> argv = {o.binary, "--db", o.db_dir, "--listen", "127.0.0.1:0",
-                                   "--metrics-port", "0"};
+  std::vector<std::string> argv = {o.binary,      "--db",           o.db_dir, "--listen",
+                                   "127.0.0.1:0", "--metrics-port", "0"};
   argv.insert(argv.end(), o.flags.begin(), o.flags.end());
   ChildOptions child_options;
   child_options.die_with_parent = o.die_with_parent;
@@ -49,8 +49,7 @@ absl::StatusOr<std::unique_ptr<ShardProcess>> ShardProcess::Start(const Options&
   absl::StatusOr<std::string> line = p->child_->ReadLine(o.start_timeout);
   if (!line.ok()) {
     p->child_->Signal(SIGKILL);  // it may be stuck before serving
-    return absl::UnavailableError(absl::StrCat(absl::StrJoin(argv, " "),
-                                               " did not start serving (",
+    return absl::UnavailableError(absl::StrCat(absl::StrJoin(argv, " "), " did not start serving (",
                                                line.status().message(), "); ", why()));
   }
   p->serving_line_ = *line;

@@ -29,7 +29,7 @@ class ShardProcess {
     // The daemon's stderr goes here (truncated first) when non-empty;
     // otherwise it is this process's stderr.
     std::string stderr_path;
-    bool die_with_parent = false;    // see ChildOptions::die_with_parent
+    bool die_with_parent = false;  // see ChildOptions::die_with_parent
     absl::Duration start_timeout = absl::Seconds(60);
   };
   // Unavailable when the daemon exits or does not serve within
@@ -56,8 +56,7 @@ class ShardProcess {
   int Stop(absl::Duration grace = absl::Seconds(10)) { return child_->Stop(grace); }
 
  private:
-  explicit ShardProcess(std::unique_ptr<ChildProcess> child)
-      : child_(std::move(child)) {}
+  explicit ShardProcess(std::unique_ptr<ChildProcess> child) : child_(std::move(child)) {}
 
   std::unique_ptr<ChildProcess> child_;
   std::string serving_line_;

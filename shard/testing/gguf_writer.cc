@@ -21,10 +21,19 @@ void PutString(std::string* out, const std::string& s) {
 
 size_t Width(GgufType t) {
   switch (t) {
-    case GgufType::kU8: case GgufType::kI8: case GgufType::kBool: return 1;
-    case GgufType::kU16: case GgufType::kI16: return 2;
-    case GgufType::kU32: case GgufType::kI32: case GgufType::kF32: return 4;
-    default: return 8;
+    case GgufType::kU8:
+    case GgufType::kI8:
+    case GgufType::kBool:
+      return 1;
+    case GgufType::kU16:
+    case GgufType::kI16:
+      return 2;
+    case GgufType::kU32:
+    case GgufType::kI32:
+    case GgufType::kF32:
+      return 4;
+    default:
+      return 8;
   }
 }
 
@@ -35,8 +44,7 @@ void PutBits(std::string* out, GgufType t, uint64_t bits) {
 }  // namespace
 
 void GgufWriter::Remove(const std::string& key) {
-  kvs_.erase(std::remove_if(kvs_.begin(), kvs_.end(),
-                            [&](const Kv& kv) { return kv.key == key; }),
+  kvs_.erase(std::remove_if(kvs_.begin(), kvs_.end(), [&](const Kv& kv) { return kv.key == key; }),
              kvs_.end());
 }
 
@@ -67,8 +75,7 @@ void GgufWriter::AddIntArray(const std::string& key, GgufType elem,
   kvs_.push_back({key, e});
 }
 
-void GgufWriter::AddStringArray(const std::string& key,
-                                const std::vector<std::string>& values) {
+void GgufWriter::AddStringArray(const std::string& key, const std::vector<std::string>& values) {
   Remove(key);
   std::string e;
   Put<uint32_t>(&e, static_cast<uint32_t>(GgufType::kArray));
@@ -78,18 +85,14 @@ void GgufWriter::AddStringArray(const std::string& key,
   kvs_.push_back({key, e});
 }
 
-void GgufWriter::AddTensor(const std::string& name, std::vector<uint64_t> dims,
-                           uint32_t ggml_type, std::string data) {
+void GgufWriter::AddTensor(const std::string& name, std::vector<uint64_t> dims, uint32_t ggml_type,
+                           std::string data) {
   tensors_.push_back({name, std::move(dims), ggml_type, std::move(data)});
 }
 
-void GgufWriter::set_offset_skew(size_t i, uint64_t delta) {
-  tensors_[i].skew = delta;
-}
+void GgufWriter::set_offset_skew(size_t i, uint64_t delta) { tensors_[i].skew = delta; }
 
-void GgufWriter::set_tensor_type(size_t i, uint32_t ggml_type) {
-  tensors_[i].type = ggml_type;
-}
+void GgufWriter::set_tensor_type(size_t i, uint32_t ggml_type) { tensors_[i].type = ggml_type; }
 
 std::string GgufWriter::Build() const {
   std::string out = "GGUF";
@@ -142,9 +145,7 @@ GgufWriter EngramGguf(const HashLayout& layout, uint64_t seed, uint64_t alignmen
   if (alignment != 32) w.AddScalar("general.alignment", GgufType::kU32, alignment);
   w.AddStringArray("tokenizer.ggml.tokens", {"<pad>", "a", "b", "hello"});
   w.AddString(p + "encoding", GgufEngramFile::kEncoding);
-  auto u = [](const auto& v) {
-    return std::vector<uint64_t>(v.begin(), v.end());
-  };
+  auto u = [](const auto& v) { return std::vector<uint64_t>(v.begin(), v.end()); };
   w.AddIntArray(p + "layer_ids", GgufType::kU32, u(layout.engram_layer_ids));
   w.AddIntArray(p + "rows", GgufType::kU32, u(layout.table_rows));
   w.AddIntArray(p + "token_map", GgufType::kU32, u(layout.token_map));
@@ -166,12 +167,11 @@ GgufWriter EngramGguf(const HashLayout& layout, uint64_t seed, uint64_t alignmen
   for (int l = 0; l < layout.n_layers(); ++l) {
     const uint64_t rows = static_cast<uint64_t>(layout.table_rows[l]);
     std::string data(rows * GgufEngramFile::kRowBytes, '\0');
-    GenerateRows(seed, l, 0, rows, GgufEngramFile::kHeadDim,
-                 GgufEngramFile::kScaleBlock,
+    GenerateRows(seed, l, 0, rows, GgufEngramFile::kHeadDim, GgufEngramFile::kScaleBlock,
                  reinterpret_cast<uint8_t*>(data.data()));
     w.AddTensor(absl::StrCat("blk.", layout.engram_layer_ids[l], ".engram_embd.weight"),
-                {static_cast<uint64_t>(GgufEngramFile::kRowBytes), rows},
-                kGgmlTypeI8, std::move(data));
+                {static_cast<uint64_t>(GgufEngramFile::kRowBytes), rows}, kGgmlTypeI8,
+                std::move(data));
   }
   return w;
 }

@@ -19,16 +19,14 @@ class GgufWriter {
  public:
   void AddString(const std::string& key, const std::string& value);
   void AddScalar(const std::string& key, GgufType type, uint64_t bits);
-  void AddIntArray(const std::string& key, GgufType elem,
-                   const std::vector<uint64_t>& values);
-  void AddStringArray(const std::string& key,
-                      const std::vector<std::string>& values);
+  void AddIntArray(const std::string& key, GgufType elem, const std::vector<uint64_t>& values);
+  void AddStringArray(const std::string& key, const std::vector<std::string>& values);
   // Removes key if present (the Add* calls replace an existing key).
   void Remove(const std::string& key);
 
   // Data offsets are assigned in order, aligned to `alignment`.
-  void AddTensor(const std::string& name, std::vector<uint64_t> dims,
-                 uint32_t ggml_type, std::string data);
+  void AddTensor(const std::string& name, std::vector<uint64_t> dims, uint32_t ggml_type,
+                 std::string data);
 
   // Alignment used for the data section (write general.alignment yourself
   // if it is not 32).
@@ -63,8 +61,7 @@ class GgufWriter {
 // multipliers u64, no optional keys), plus a tokenizer string array and an
 // unrelated F32 tensor (tensor 0), as real files have; tensor 1 + l is
 // layer l's table. Tests then mutate it.
-GgufWriter EngramGguf(const HashLayout& layout, uint64_t seed,
-                      uint64_t alignment = 32);
+GgufWriter EngramGguf(const HashLayout& layout, uint64_t seed, uint64_t alignment = 32);
 
 }  // namespace engram::testing
 

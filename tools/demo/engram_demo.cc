@@ -40,7 +40,8 @@ ABSL_FLAG(int32_t, blocks, kLoopDefaults.blocks, "simulated transformer blocks p
 ABSL_FLAG(int32_t, block_us,
           static_cast<int32_t>(absl::ToInt64Microseconds(kLoopDefaults.block_time)),
           "simulated compute per block, microseconds");
-ABSL_FLAG(int32_t, verify_per_layer, kLoopDefaults.verify_per_layer, "rows verified per layer per step");
+ABSL_FLAG(int32_t, verify_per_layer, kLoopDefaults.verify_per_layer,
+          "rows verified per layer per step");
 ABSL_FLAG(uint64_t, seed, kLoopDefaults.seed, "seed of the verification sample");
 // Two deliberate departures from the library defaults, for a latency-bound
 // decode loop on a machine the shards share: no HTTP/2 probe pings, and a
@@ -124,8 +125,8 @@ int Run() {
   const double all_tokens = static_cast<double>(r.all_tokens);
 
   std::printf("\n%-44s %s\n", "engram-store demo", "");
-  std::printf("%-44s %d sequences, prefill %d + %d decode steps, %d blocks x %d us\n",
-              "workload", B, P, D, lo.blocks, absl::GetFlag(FLAGS_block_us));
+  std::printf("%-44s %d sequences, prefill %d + %d decode steps, %d blocks x %d us\n", "workload",
+              B, P, D, lo.blocks, absl::GetFlag(FLAGS_block_us));
   std::printf("%-44s %s\n", "simulated model thread",
               r.realtime ? "SCHED_FIFO (blocks keep time under CPU contention)"
                          : "normal scheduling (contention may stretch blocks)");
@@ -140,8 +141,8 @@ int Run() {
               static_cast<unsigned long long>(r.decode_ids / std::max(1, D)));
   std::printf("%-44s %.0f\n", "bytes/token on the wire (Lookup messages)",
               static_cast<double>(st.bytes_received + st.bytes_sent) / all_tokens);
-  std::printf("%-44s %.1f%% / %.1f%%\n", "lookups hitting the top 1% / 10% rows",
-              r.top1_share_pct, r.top10_share_pct);
+  std::printf("%-44s %.1f%% / %.1f%%\n", "lookups hitting the top 1% / 10% rows", r.top1_share_pct,
+              r.top10_share_pct);
   for (size_t s = 0; s < metrics_ports.size(); ++s) {
     const TierRows now = ScrapeTiers(metrics_ports[s]);
     const double pinned = now.pinned - before[s].pinned, cached = now.cached - before[s].cached;
@@ -156,13 +157,13 @@ int Run() {
               Percentile(r.layer_fetch_ms.back(), 0.50), Percentile(r.layer_fetch_ms.back(), 0.99));
   std::printf("%-44s %.2f ms / %.2f ms\n", "prefetch (hash+send) / gather per step",
               1e3 * r.prefetch_seconds / std::max(1, D), 1e3 * r.gather_seconds / std::max(1, D));
-  std::printf("%-44s %llu rpcs (%llu answered over the row stream), %llu retries, %llu hedges, "
-              "%llu failed\n",
-              "client", static_cast<unsigned long long>(st.rpcs),
-              static_cast<unsigned long long>(st.stream_answers),
-              static_cast<unsigned long long>(st.retries),
-              static_cast<unsigned long long>(st.hedges),
-              static_cast<unsigned long long>(st.failed_rpcs));
+  std::printf(
+      "%-44s %llu rpcs (%llu answered over the row stream), %llu retries, %llu hedges, "
+      "%llu failed\n",
+      "client", static_cast<unsigned long long>(st.rpcs),
+      static_cast<unsigned long long>(st.stream_answers),
+      static_cast<unsigned long long>(st.retries), static_cast<unsigned long long>(st.hedges),
+      static_cast<unsigned long long>(st.failed_rpcs));
   std::printf("%-44s %llu rows sampled against %s\n", "verification",
               static_cast<unsigned long long>(r.verified), (*reader)->rows_path().c_str());
   std::printf("demo: %llu rows verified, %llu wrong, exposed wait %.1f%% of step time\n",

@@ -82,26 +82,24 @@ absl::Status Validate(const EngramClient& client, const InferenceLoopOptions& o)
   }
   if (o.batch <= 0 || o.prefill < 0 || o.decode_steps < 0 || o.blocks <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "batch (", o.batch, ") and blocks (", o.blocks,
-        ") must be positive, prefill (", o.prefill, ") and decode steps (",
-        o.decode_steps, ") not negative"));
+        "batch (", o.batch, ") and blocks (", o.blocks, ") must be positive, prefill (", o.prefill,
+        ") and decode steps (", o.decode_steps, ") not negative"));
   }
   if (o.block_time < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("block_time must not be negative");
   }
   if (o.trace->size() < static_cast<size_t>(o.prefill + o.decode_steps)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the trace (", o.trace->size(), " tokens) is shorter than one sequence (",
-        o.prefill + o.decode_steps, " tokens)"));
+    return absl::InvalidArgumentError(absl::StrCat("the trace (", o.trace->size(),
+                                                   " tokens) is shorter than one sequence (",
+                                                   o.prefill + o.decode_steps, " tokens)"));
   }
   if (o.verify_per_layer > 0 && o.verify_table == nullptr) {
     return absl::InvalidArgumentError("verify_per_layer needs verify_table");
   }
-  if (!o.layer_blocks.empty() &&
-      o.layer_blocks.size() != static_cast<size_t>(client.n_layers())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "layer_blocks has ", o.layer_blocks.size(), " entries; the table has ",
-        client.n_layers(), " Engram layers"));
+  if (!o.layer_blocks.empty() && o.layer_blocks.size() != static_cast<size_t>(client.n_layers())) {
+    return absl::InvalidArgumentError(absl::StrCat("layer_blocks has ", o.layer_blocks.size(),
+                                                   " entries; the table has ", client.n_layers(),
+                                                   " Engram layers"));
   }
   const std::vector<int64_t>& blocks =
       o.layer_blocks.empty() ? client.layout().engram_layer_ids : o.layer_blocks;
@@ -120,8 +118,7 @@ class Loop {
   Loop(EngramClient& client, const InferenceLoopOptions& o)
       : client_(client),
         o_(o),
-        layer_blocks_(o.layer_blocks.empty() ? client.layout().engram_layer_ids
-                                             : o.layer_blocks),
+        layer_blocks_(o.layer_blocks.empty() ? client.layout().engram_layer_ids : o.layer_blocks),
         rng_(o.seed),
         out_(static_cast<size_t>(client.n_layers())),
         layer_exposed_(static_cast<size_t>(client.n_layers())) {
@@ -245,8 +242,7 @@ void Loop::Verify(Step& step, int64_t tokens) {
                                 want_bf16_.data());
         expect = want_bf16_.data();
       } else if (o_.format == RowFormat::kF32) {
-        fp8::DequantizeRows(want_.data(), 1, info.head_dim, info.scale_block,
-                            want_f32_.data());
+        fp8::DequantizeRows(want_.data(), 1, info.head_dim, info.scale_block, want_f32_.data());
         expect = want_f32_.data();
       }
       if (std::memcmp(out_[l].data() + i * orb, expect, orb) != 0) ++r_.wrong;
@@ -333,9 +329,8 @@ absl::StatusOr<TokenTrace> TokenTrace::Load(const std::string& path) {
     for (absl::string_view t : absl::StrSplit(line, ' ', absl::SkipEmpty())) {
       int64_t id;
       if (!absl::SimpleAtoi(t, &id) || id < 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "trace ", path, " line ", line_no, ": '", std::string(t),
-            "' is not a token id"));
+        return absl::InvalidArgumentError(absl::StrCat("trace ", path, " line ", line_no, ": '",
+                                                       std::string(t), "' is not a token id"));
       }
       tokens.push_back(id);
     }
@@ -359,8 +354,8 @@ double Percentile(std::vector<double> v, double p) {
   return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
 }
 
-absl::StatusOr<InferenceLoopResult> RunInferenceLoop(
-    EngramClient& client, const InferenceLoopOptions& options) {
+absl::StatusOr<InferenceLoopResult> RunInferenceLoop(EngramClient& client,
+                                                     const InferenceLoopOptions& options) {
   RETURN_IF_ERROR(Validate(client, options));
   Loop loop(client, options);
   return loop.Run();

@@ -74,7 +74,7 @@ struct InferenceLoopOptions {
   // shards were imported from); 0 = no verification.
   int verify_per_layer = 64;
   const TableReader* verify_table = nullptr;  // REQUIRED when verifying
-  uint64_t seed = 1;                           // of the verification sample
+  uint64_t seed = 1;                          // of the verification sample
   // Count every looked-up row to report the skew of the traffic (a hash map
   // over the run's distinct rows).
   bool measure_skew = true;
@@ -93,12 +93,12 @@ struct InferenceLoopOptions {
 
 // What a run measured. Decode-step figures exclude the prefill step.
 struct InferenceLoopResult {
-  int batch = 0;             // sequences per step
-  bool realtime = false;     // the loop thread ran under SCHED_FIFO
-  int decode_steps = 0;      // decode steps that ran
-  int64_t all_tokens = 0;    // tokens of the run, prefill included
-  double run_seconds = 0;    // the whole run, prefill included
-  double decode_seconds = 0; // sum of decode step times
+  int batch = 0;              // sequences per step
+  bool realtime = false;      // the loop thread ran under SCHED_FIFO
+  int decode_steps = 0;       // decode steps that ran
+  int64_t all_tokens = 0;     // tokens of the run, prefill included
+  double run_seconds = 0;     // the whole run, prefill included
+  double decode_seconds = 0;  // sum of decode step times
 
   // Time blocked in WaitArrived over decode steps, as a share of decode
   // step time: in total and per client layer.
@@ -142,8 +142,8 @@ double Percentile(std::vector<double> samples, double p);
 // Runs the loop. Errors: InvalidArgument for bad options (naming the field),
 // or the client's error (prefixed with the step) when a step fails. A wrong
 // row is not an error: it is counted in `wrong`.
-absl::StatusOr<InferenceLoopResult> RunInferenceLoop(
-    EngramClient& client, const InferenceLoopOptions& options);
+absl::StatusOr<InferenceLoopResult> RunInferenceLoop(EngramClient& client,
+                                                     const InferenceLoopOptions& options);
 
 }  // namespace engram
 
