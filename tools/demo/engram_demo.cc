@@ -20,6 +20,8 @@
 #include "absl/strings/str_split.h"
 #include "client/engram_client.h"
 #include "common/flags.h"
+#include "common/metrics/exposer.h"
+#include "common/metrics/registry.h"
 #include "common/metrics/scrape.h"
 #include "common/table.h"
 #include "tools/demo/inference_loop.h"
@@ -30,6 +32,9 @@ ABSL_FLAG(std::string, shard_map, "", "shard_map.json of the deployment");
 ABSL_FLAG(std::string, shards, "", "shard addresses, shard 0 first: host:port,...");
 ABSL_FLAG(std::string, metrics_ports, "", "the shards' /metrics ports, same order");
 ABSL_FLAG(std::string, trace, "", "token trace: one sequence per line");
+ABSL_FLAG(int32_t, metrics_port, -1,
+          "serve the client's Prometheus /metrics on 127.0.0.1:PORT while the loop runs "
+          "(-1 = off, 0 = any free port; the chosen one is printed)");
 // Loop defaults are InferenceLoopOptions' (tools/demo/inference_loop.h).
 static const engram::InferenceLoopOptions kLoopDefaults;
 
@@ -90,6 +95,19 @@ int Run() {
        absl::StrSplit(absl::GetFlag(FLAGS_metrics_ports), ',', absl::SkipEmpty())) {
     int p;
     if (absl::SimpleAtoi(s, &p)) metrics_ports.push_back(p);
+  }
+  // The client's engram_client_* series, for a Prometheus scraping this run.
+  std::unique_ptr<metrics::Exposer> exposer;
+  if (const int port = absl::GetFlag(FLAGS_metrics_port); port >= 0) {
+    if (port > 65535)
+      return Fail(absl::StrCat("--metrics-port ", port, " is not a port (0..65535, -1 = off)"));
+    o.metrics_registry = std::make_shared<metrics::Registry>();
+    absl::StatusOr<std::unique_ptr<metrics::Exposer>> e =
+        metrics::Exposer::Create(absl::StrCat("127.0.0.1:", port));
+    if (!e.ok()) return Fail(absl::StrCat("--metrics-port: ", e.status().message()));
+    exposer = *std::move(e);
+    exposer->RegisterCollectable(o.metrics_registry);
+    std::fprintf(stderr, "demo: client metrics on 127.0.0.1:%d\n", exposer->port());
   }
   absl::StatusOr<std::unique_ptr<EngramClient>> created = EngramClient::Create(o);
   if (!created.ok()) return Fail(std::string(created.status().message()));
