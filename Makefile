@@ -3,7 +3,7 @@ BUILD   ?= build
 JOBS    ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all setup build test demo bench format clean
+.PHONY: all setup build test demo bench image format clean
 
 all: build
 
@@ -24,6 +24,11 @@ demo: build
 
 bench: build
 	@bash scripts/bench.sh $(BUILD)
+
+# The container image the Helm chart runs, made with buildah (no Docker
+# daemon): scripts/image.sh, docs/operations.md.
+image: build
+	@bash scripts/image.sh $(BUILD)
 
 # Rewrites every C++ file of the tree in the style of .clang-format.
 format:

@@ -16,6 +16,12 @@ PACKAGES=(
   gnuplot-nox
   clang-format
   nodejs npm
+  # The chart's renderer (tests/helm/render: Go text/template + Sprig) and
+  # the tests' Python (chart contract, dashboard against Prometheus).
+  golang-go golang-github-masterminds-sprig-dev golang-gopkg-yaml.v2-dev
+  python3 python3-yaml
+  # make image (scripts/image.sh): buildah, a static shell for the image.
+  buildah busybox-static binutils ca-certificates
 )
 
 missing=()
