@@ -9,6 +9,7 @@
 #include "client/local_cache.h"
 #include "client/step_state.h"
 #include "common/fast_mod.h"
+#include "common/shard_addresses.h"
 #include "common/shard_map.h"
 #include "common/status_macros.h"
 #include "common/table.h"
@@ -149,9 +150,11 @@ absl::StatusOr<std::unique_ptr<EngramClient>> EngramClient::Create(ClientOptions
   std::vector<std::vector<std::string>> addrs =
       options.shard_addresses.empty() ? map.replicas : options.shard_addresses;
   if (addrs.size() != map.n_shards) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the table has ", map.n_shards, " shards but ", addrs.size(),
-                     " shard address lists were given (one per shard, replicas separated by '|')"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the table has ", map.n_shards, " shards but ", addrs.size(), " shard address lists ",
+        options.shard_addresses.empty() ? "are in the shard map's replicas" : "were given", ": \"",
+        FormatShardAddresses(addrs),
+        "\" (one list per shard, shards separated by ',', replicas by '|')"));
   }
   for (size_t s = 0; s < addrs.size(); ++s) {
     if (addrs[s].empty()) {

@@ -4,8 +4,7 @@
 //   engramctl gen-table --out DIR ...     write a synthetic table
 //   engramctl import ... / layout ...     build shard data (tools/shard_commands.h)
 //   engramctl lookup ...                  check a deployment (tools/lookup_command.h)
-//   engramctl import ... --out DIR        build one shard directory
-//   engramctl layout --from-gguf FILE     print a GGUF's hash layout
+//   engramctl shardmap ... / info ...     a deployment's addresses (tools/deploy_commands.h)
 //
 // Every subcommand exits 0 on success; on bad input it prints one line saying
 // what is wrong and how to fix it, and exits non-zero.
@@ -22,6 +21,7 @@
 #include "common/flags.h"
 #include "common/hash_golden.h"
 #include "common/table_gen.h"
+#include "tools/deploy_commands.h"
 #include "tools/lookup_command.h"
 #include "tools/progress.h"
 #include "tools/shard_commands.h"
@@ -59,6 +59,10 @@ constexpr char kUsage[] =
     "                            write the hash layout JSON a client needs\n"
     "  lookup --table DIR --shards host:port,... --tokens \"12 7 99 ...\" [--json]\n"
     "                            fetch a token string's rows from a deployment\n"
+    "  shardmap --from-dns SERVICE --shards K --replicas R [--port 7070]\n"
+    "                            print the shard-map string of a Helm deployment\n"
+    "  info --shards host:port,... [--timeout 5s]\n"
+    "                            print what each shard server serves (its Info)\n"
     "flags may be spelled with '-' or '_' (--shard-index = --shard_index)\n";
 
 int Fail(const std::string& line) {
@@ -124,8 +128,6 @@ int GenTable(const std::vector<std::string>& args) {
   return 0;
 }
 
-// Rewrites "--shard-index=3" as "--shard_index=3" (absl flags use '_').
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -142,5 +144,7 @@ int main(int argc, char** argv) {
   if (command == "import") return engram::ImportCommand(args);
   if (command == "layout") return engram::LayoutCommand(args);
   if (command == "lookup") return engram::LookupCommand(args);
+  if (command == "shardmap") return engram::ShardMapCommand(args);
+  if (command == "info") return engram::InfoCommand(args);
   return Fail(absl::StrCat("unknown command '", command, "'; run engramctl --help for the list"));
 }

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "client/engram_client.h"
+#include "common/shard_addresses.h"
 
 ABSL_DECLARE_FLAG(std::string, table);
 ABSL_DECLARE_FLAG(std::string, shards);
@@ -47,11 +48,11 @@ int LookupCommand(const std::vector<std::string>& args) {
   if (shards.empty()) {
     return Fail("lookup needs --shards host:port,... (shard 0 first; a|b for replicas)");
   }
-  for (absl::string_view shard : absl::StrSplit(shards, ',')) {
-    std::vector<std::string> replicas = absl::StrSplit(shard, '|', absl::SkipEmpty());
-    if (replicas.empty()) return Fail("--shards has an empty entry; list host:port per shard");
-    o.shard_addresses.push_back(std::move(replicas));
+  absl::StatusOr<std::vector<std::vector<std::string>>> addresses = ParseShardAddresses(shards);
+  if (!addresses.ok()) {
+    return Fail(absl::StrCat("lookup: --shards: ", addresses.status().message()));
   }
+  o.shard_addresses = *std::move(addresses);
   std::vector<int64_t> tokens;
   for (absl::string_view t :
        absl::StrSplit(absl::GetFlag(FLAGS_tokens), absl::ByAnyChar(" \t,"), absl::SkipEmpty())) {
@@ -117,6 +118,15 @@ int LookupCommand(const std::vector<std::string>& args) {
     }
   }
   if (json) std::fputs("\n]\n", stdout);
+  // Which path answered (the row stream or gRPC), for whoever checks a
+  // deployment's ports; stdout stays the rows alone.
+  const ClientStats stats = c.stats();
+  std::fprintf(stderr,
+               "engramctl: lookup: %llu rows from %d shard(s) in %llu RPCs, %llu of them answered "
+               "over the row stream\n",
+               static_cast<unsigned long long>(stats.rows_fetched), c.n_shards(),
+               static_cast<unsigned long long>(stats.rpcs),
+               static_cast<unsigned long long>(stats.stream_answers));
   return 0;
 }
 

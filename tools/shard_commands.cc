@@ -20,8 +20,8 @@ ABSL_FLAG(std::string, table, kImportDefaults.table_dir, "import: the table dire
 ABSL_FLAG(std::string, gguf, kImportDefaults.gguf_path,
           "import: a DeepSeek-V4.1 GGUF file to shard instead of --table");
 ABSL_FLAG(std::string, shards, "",
-          "import: the number of shards K; lookup: the shard addresses, shard 0 "
-          "first, comma-separated, replicas of one shard joined by '|'");
+          "import, shardmap: the number of shards K; lookup, info: the shard addresses, "
+          "shard 0 first, comma-separated, replicas of one shard joined by '|'");
 ABSL_FLAG(std::string, tail_format, engram::TailFormatName(kImportDefaults.tail_format),
           "import: how the rows are stored: block (block-based tables; any size, works "
           "with engram-shard --direct-io) or cuckoo (CuckooTables read through mmap, "

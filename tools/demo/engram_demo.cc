@@ -23,13 +23,16 @@
 #include "common/metrics/exposer.h"
 #include "common/metrics/registry.h"
 #include "common/metrics/scrape.h"
+#include "common/shard_addresses.h"
 #include "common/table.h"
 #include "tools/demo/inference_loop.h"
 #include "tools/progress.h"
 
 ABSL_FLAG(std::string, table, "", "table directory (manifest.json, rows.safetensors)");
 ABSL_FLAG(std::string, shard_map, "", "shard_map.json of the deployment");
-ABSL_FLAG(std::string, shards, "", "shard addresses, shard 0 first: host:port,...");
+ABSL_FLAG(std::string, shards, "",
+          "shard addresses, shard 0 first: host:port,... (a|b for replicas); default: the "
+          "shard map's replicas");
 ABSL_FLAG(std::string, metrics_ports, "", "the shards' /metrics ports, same order");
 ABSL_FLAG(std::string, trace, "", "token trace: one sequence per line");
 ABSL_FLAG(int32_t, metrics_port, -1,
@@ -87,8 +90,11 @@ int Run() {
   o.table_dir = absl::GetFlag(FLAGS_table);
   o.shard_map_path = absl::GetFlag(FLAGS_shard_map);
   o.http2_bdp_probe = absl::GetFlag(FLAGS_http2_bdp_probe);
-  for (absl::string_view s : absl::StrSplit(absl::GetFlag(FLAGS_shards), ',', absl::SkipEmpty())) {
-    o.shard_addresses.push_back(absl::StrSplit(s, '|', absl::SkipEmpty()));
+  // Without --shards, the shard map's replicas.
+  if (const std::string shards = absl::GetFlag(FLAGS_shards); !shards.empty()) {
+    absl::StatusOr<std::vector<std::vector<std::string>>> addresses = ParseShardAddresses(shards);
+    if (!addresses.ok()) return Fail(absl::StrCat("--shards: ", addresses.status().message()));
+    o.shard_addresses = *std::move(addresses);
   }
   std::vector<int> metrics_ports;
   for (absl::string_view s :

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# engramctl shardmap (the exact string of a 2x2 Helm deployment, every bad
+# input) and engramctl info against two real engram-shard processes (one
+# advertising a mapped row stream port), an unreachable address and a wrong
+# shard order.
+set -euo pipefail
+bin="$1"
+tmp="$(mktemp -d)"; pids=()
+cleanup() {
+  local rc=$?
+  [[ $rc -eq 0 ]] || { echo "deploy_cli_test: failed (exit $rc); server logs:" >&2; cat "$tmp"/log* >&2 2>/dev/null; }
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; rm -rf "$tmp"; }
+trap cleanup EXIT
+
+# fails CMD...: CMD exits non-zero with exactly one line on stderr, which
+# starts with the prefix in $want; prints that line.
+fails() {
+  local err rc
+  set +e; err="$("$@" 2>&1 >/dev/null)"; rc=$?; set -e
+  if [[ $rc -eq 0 || "$(wc -l <<<"$err")" -ne 1 || "$err" != "$want"* ]]; then
+    echo "expected one '$want...' line and a non-zero exit from: $* (rc=$rc): $err"; exit 1
+  fi
+  echo "$err"
+}
+
+# shardmap: the exact string, then each kind of bad input.
+svc=engram-store.engram.svc.cluster.local
+out="$("$bin/engramctl" shardmap --from-dns "$svc" --shards 2 --replicas 2)"
+want_map="engram-store-0-0.$svc:7070|engram-store-0-1.$svc:7070,engram-store-1-0.$svc:7070|engram-store-1-1.$svc:7070"
+[[ "$out" == "$want_map" ]] || { echo "shardmap printed: $out"; exit 1; }
+[[ "$("$bin/engramctl" shardmap --from-dns es --shards 1 --replicas 1 --port 9000)" == "es-0-0.es:9000" ]]
+want="engramctl shardmap: "
+sm() { fails "$bin/engramctl" shardmap "$@"; }
+sm --shards 2 --replicas 2 | grep -q "needs --from-dns"
+sm --from-dns "$svc" --replicas 2 | grep -q "needs --shards K"
+sm --from-dns "$svc" --shards 0 --replicas 2 | grep -q "needs --shards K"
+sm --from-dns "$svc" --shards two --replicas 2 | grep -q "got 'two'"
+sm --from-dns "$svc" --shards 2 | grep -q "needs --replicas R"
+sm --from-dns "$svc" --shards 2 --replicas -1 | grep -q "needs --replicas R"
+sm --from-dns "$svc" --shards 2 --replicas 2 --port 0 | grep -q "port 0 is outside 1..65535"
+sm --from-dns "$svc" --shards 2 --replicas 2 --port 65536 | grep -q "port 65536 is outside"
+sm --from-dns Engram.ns --shards 2 --replicas 2 | grep -q "label \"Engram\" has 'E'"
+sm --from-dns es_1.ns --shards 2 --replicas 2 | grep -q "has '_'"
+sm --from-dns -es.ns --shards 2 --replicas 2 | grep -q "starts or ends with '-'"
+sm --from-dns es..ns --shards 2 --replicas 2 | grep -q "empty label"
+sm --from-dns "$(printf 'a%.0s' {1..64}).ns" --shards 2 --replicas 2 | grep -q "has 64 characters"
+sm --from-dns "$(printf 'a%.0s' {1..60}).ns" --shards 10 --replicas 2 | grep -q "pod name"
+sm --from-dns "$svc" --shards 2 --replicas 2 extra | grep -q "flags only"
+
+# info: two shards on 127.0.0.1, shard 1 advertising row stream port 7071.
+"$bin/engramctl" gen-table --out "$tmp/table" --preset small --engram-vocab-size 400 --seed 5 >/dev/null
+addrs=()
+for i in 0 1; do
+  "$bin/engramctl" import --table "$tmp/table" --shards 2 --shard-index $i --out "$tmp/s$i" >/dev/null
+  extra=(); [[ $i -eq 1 ]] && extra=(--stream-advertise-port 7071)
+  "$bin/engram-shard" --db "$tmp/s$i" --listen 127.0.0.1:0 --stream-port 0 "${extra[@]}" > "$tmp/log$i" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 600); do grep -q "serving shard" "$tmp/log$i" && break; sleep 0.1; done
+  addrs+=("$(grep -o '127.0.0.1:[0-9]*' "$tmp/log$i" | head -1)")
+done
+sport0="$(grep -o 'row stream :[0-9]*' "$tmp/log0" | grep -o '[0-9]*$')"
+
+out="$("$bin/engramctl" info --shards "${addrs[0]},${addrs[1]}")"
+[[ "$(wc -l <<<"$out")" -eq 2 ]] || { echo "info printed: $out"; exit 1; }
+line0="$(sed -n 1p <<<"$out")"; line1="$(sed -n 2p <<<"$out")"
+[[ "$line0" =~ ^${addrs[0]}:\ shard\ 0/2\ of\ table\ [^\ ]+\ v1,\ rows\ [0-9]+\ [0-9]+\ .*,\ row\ stream\ port\ $sport0$ ]] \
+  || { echo "info line 0: $line0"; exit 1; }
+[[ "$line1" =~ ^${addrs[1]}:\ shard\ 1/2\ .*,\ row\ stream\ port\ 7071$ ]] || { echo "info line 1: $line1"; exit 1; }
+
+# An unreachable replica: its line says UNAVAILABLE, the others still print,
+# and the exit is non-zero at the end.
+dead="127.0.0.1:$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+set +e; out="$("$bin/engramctl" info --shards "${addrs[0]}|$dead,${addrs[1]}" --timeout 5s)"; rc=$?; set -e
+[[ $rc -eq 1 && "$(wc -l <<<"$out")" -eq 3 ]] || { echo "info with $dead: rc=$rc: $out"; exit 1; }
+grep -q "^$dead: UNAVAILABLE: " <<<"$out"
+grep -q "^${addrs[1]}: shard 1/2 .*row stream port 7071$" <<<"$out"
+# Wrong shard order: every line says so.
+set +e; out="$("$bin/engramctl" info --shards "${addrs[1]},${addrs[0]}")"; rc=$?; set -e
+[[ $rc -eq 1 && "$(grep -c 'MISPLACED: --shards lists it as shard' <<<"$out")" -eq 2 ]] \
+  || { echo "swapped info: rc=$rc: $out"; exit 1; }
+# Bad input: one line, exit 2.
+want="engramctl info: "
+fails "$bin/engramctl" info | grep -q "needs --shards ADDRS"
+fails "$bin/engramctl" info --shards "${addrs[0]},,${addrs[1]}" | grep -q "shard 1 is empty"
+fails "$bin/engramctl" info --shards "${addrs[0]}" --timeout 0s | grep -q "not positive"
+echo "deploy CLI: all checks passed"

@@ -1,0 +1,163 @@
+#include "tools/deploy_commands.h"
+
+#include <cstdio>
+#include <memory>
+
+#include "absl/flags/declare.h"
+#include "absl/flags/flag.h"
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/synchronization/blocking_counter.h"
+#include "absl/time/time.h"
+#include "common/shard_addresses.h"
+#include "common/shard_map.h"
+#include "engram/v1/engram_store.grpc.pb.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+
+ABSL_DECLARE_FLAG(std::string, shards);
+ABSL_FLAG(std::string, from_dns, "",
+          "shardmap: the headless Service of the Helm chart's shards, e.g. "
+          "engram-store.engram.svc.cluster.local");
+ABSL_FLAG(int32_t, replicas, 0, "shardmap: pods per shard (the chart's replicasPerShard)");
+ABSL_FLAG(int32_t, port, 7070, "shardmap: the shard servers' gRPC port");
+ABSL_FLAG(absl::Duration, timeout, absl::Seconds(5), "info: deadline of the Info calls");
+
+namespace engram {
+namespace {
+
+int Fail(absl::string_view command, absl::string_view line) {
+  std::fprintf(stderr, "engramctl %s: %s\n", std::string(command).c_str(),
+               std::string(line).c_str());
+  return 2;
+}
+
+// One address's Info call.
+struct InfoCall {
+  std::string address;
+  int shard = 0;  // its place in --shards
+  grpc::ClientContext context;
+  v1::InfoResponse response;
+  grpc::Status status;
+};
+
+// "ADDR: shard I/K of table T vV, ..." for an answered call; appends what
+// disagrees with the call's place in a deployment of `n_shards` shards and
+// sets *wrong when something does.
+std::string DescribeInfo(const InfoCall& call, size_t n_shards, bool* wrong) {
+  const v1::InfoResponse& info = call.response;
+  ShardMap map;
+  map.n_shards = info.n_shards();
+  map.layer_rows.assign(info.layer_rows().begin(), info.layer_rows().end());
+  std::vector<uint64_t> own;
+  for (uint32_t l = 0; l < map.layer_rows.size() && info.shard_index() < map.n_shards; ++l) {
+    own.push_back(map.RowsOnShard(l, info.shard_index()));
+  }
+  std::string line = absl::StrCat(
+      call.address, ": shard ", info.shard_index(), "/", info.n_shards(), " of table ",
+      info.table(), " v", info.version(), ", rows ", absl::StrJoin(own, " "), " (per layer; table ",
+      absl::StrJoin(map.layer_rows, " "), "), row bytes ", absl::StrJoin(info.row_bytes(), " "),
+      ", hot tier ", info.hot_bytes(), " bytes, ",
+      info.stream_port() == 0 ? "row stream off"
+                              : absl::StrCat("row stream port ", info.stream_port()));
+  if (info.shard_index() != static_cast<uint32_t>(call.shard) || info.n_shards() != n_shards) {
+    *wrong = true;
+    absl::StrAppend(&line, "; MISPLACED: --shards lists it as shard ", call.shard, "/", n_shards);
+  }
+  return line;
+}
+
+}  // namespace
+
+int ShardMapCommand(const std::vector<std::string>& args) {
+  constexpr char kCommand[] = "shardmap";
+  if (!args.empty()) return Fail(kCommand, absl::StrCat("takes flags only, not '", args[0], "'"));
+  const std::string service = absl::GetFlag(FLAGS_from_dns);
+  if (service.empty()) {
+    return Fail(kCommand,
+                "needs --from-dns SERVICE, the shards' headless Service (e.g. "
+                "engram-store.engram.svc.cluster.local)");
+  }
+  int32_t shards = 0;
+  const std::string shards_text = absl::GetFlag(FLAGS_shards);
+  if (!absl::SimpleAtoi(shards_text, &shards) || shards < 1) {
+    return Fail(kCommand, absl::StrCat("needs --shards K with K >= 1, the number of shards "
+                                       "(the chart's shards; got '",
+                                       shards_text, "')"));
+  }
+  const int32_t replicas = absl::GetFlag(FLAGS_replicas);
+  if (replicas < 1) {
+    return Fail(kCommand, absl::StrCat("needs --replicas R with R >= 1, the pods per shard "
+                                       "(the chart's replicasPerShard; got ",
+                                       replicas, ")"));
+  }
+  absl::StatusOr<std::vector<std::vector<std::string>>> addresses =
+      ShardAddressesFromDns(service, shards, replicas, absl::GetFlag(FLAGS_port));
+  if (!addresses.ok()) return Fail(kCommand, addresses.status().message());
+  std::printf("%s\n", FormatShardAddresses(*addresses).c_str());
+  return 0;
+}
+
+int InfoCommand(const std::vector<std::string>& args) {
+  constexpr char kCommand[] = "info";
+  if (!args.empty()) return Fail(kCommand, absl::StrCat("takes flags only, not '", args[0], "'"));
+  const std::string text = absl::GetFlag(FLAGS_shards);
+  if (text.empty()) {
+    return Fail(kCommand,
+                "needs --shards ADDRS (host:port per shard, shard 0 first, a|b for "
+                "replicas; engramctl shardmap prints a Helm deployment's)");
+  }
+  absl::StatusOr<std::vector<std::vector<std::string>>> shards = ParseShardAddresses(text);
+  if (!shards.ok()) return Fail(kCommand, absl::StrCat("--shards: ", shards.status().message()));
+  const absl::Duration timeout = absl::GetFlag(FLAGS_timeout);
+  if (timeout <= absl::ZeroDuration()) {
+    return Fail(kCommand, absl::StrCat("--timeout ", absl::FormatDuration(timeout),
+                                       " is not positive; give a deadline such as 5s"));
+  }
+
+  // Every call at once, all within one deadline.
+  const std::chrono::system_clock::time_point deadline = absl::ToChronoTime(absl::Now() + timeout);
+  std::vector<std::unique_ptr<InfoCall>> calls;
+  std::vector<std::unique_ptr<v1::EngramStore::Stub>> stubs;
+  for (size_t s = 0; s < shards->size(); ++s) {
+    for (const std::string& address : (*shards)[s]) {
+      auto call = std::make_unique<InfoCall>();
+      call->address = address;
+      call->shard = static_cast<int>(s);
+      call->context.set_deadline(deadline);
+      calls.push_back(std::move(call));
+      stubs.push_back(v1::EngramStore::NewStub(
+          grpc::CreateChannel(address, grpc::InsecureChannelCredentials())));
+    }
+  }
+  const v1::InfoRequest request;
+  absl::BlockingCounter done(static_cast<int>(calls.size()));
+  for (size_t i = 0; i < calls.size(); ++i) {
+    InfoCall* call = calls[i].get();
+    stubs[i]->async()->Info(&call->context, &request, &call->response,
+                            [call, &done](grpc::Status status) {
+                              call->status = std::move(status);
+                              done.DecrementCount();
+                            });
+  }
+  done.Wait();
+
+  bool wrong = false;
+  for (const std::unique_ptr<InfoCall>& call : calls) {
+    if (call->status.ok()) {
+      std::printf("%s\n", DescribeInfo(*call, shards->size(), &wrong).c_str());
+      continue;
+    }
+    wrong = true;
+    const auto code = static_cast<absl::StatusCode>(call->status.error_code());
+    std::printf("%s: %s: %s\n", call->address.c_str(), absl::StatusCodeToString(code).c_str(),
+                absl::StrReplaceAll(call->status.error_message(), {{"\n", " "}}).c_str());
+  }
+  return wrong ? 1 : 0;
+}
+
+}  // namespace engram

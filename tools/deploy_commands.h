@@ -1,0 +1,30 @@
+// engramctl subcommands about a deployment's addresses:
+//
+//   shardmap --from-dns SERVICE --shards K --replicas R [--port 7070]
+//       prints, on one line, the shard-map string of the Helm chart's
+//       deployment behind the headless Service SERVICE
+//       (ShardAddressesFromDns, common/shard_addresses.h)
+//   info --shards ADDRS [--timeout 5s]
+//       calls Info on every address of the shard-map string ADDRS, all at
+//       once within one deadline, and prints one line per address:
+//       ADDR: shard I/K of table T vV, ... row stream port P
+//       or ADDR: CODE: message when the call fails
+//
+// Each returns the process exit code: 0 on success, 2 with one line on
+// stderr (`engramctl <command>: what is wrong and how to fix it`) for bad
+// input; info returns 1 when an address failed its call or is not the shard
+// its place in ADDRS says.
+#ifndef ENGRAM_TOOLS_DEPLOY_COMMANDS_H_
+#define ENGRAM_TOOLS_DEPLOY_COMMANDS_H_
+
+#include <string>
+#include <vector>
+
+namespace engram {
+
+int ShardMapCommand(const std::vector<std::string>& args);
+int InfoCommand(const std::vector<std::string>& args);
+
+}  // namespace engram
+
+#endif  // ENGRAM_TOOLS_DEPLOY_COMMANDS_H_
