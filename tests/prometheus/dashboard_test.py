@@ -256,9 +256,12 @@ def render_png(prom, start, end, work, out_path):
                     block += 1
         script += [f'set title "{title}"', f'set ylabel "{ylabel}"',
                    # Latency spans 1 ms to the cold start's 100 ms: log scale.
-                   "set logscale y; set yrange [*:*]; set offsets 0, 0, 0, 0" if ylabel == "ms"
+                   # Its key goes top right, above the lines once the start's peak is over.
+                   "set logscale y; set yrange [*:*]; set offsets 0, 0, 0, 0; set key top right"
+                   if ylabel == "ms"
                    # Headroom above the lines for the key.
-                   else "unset logscale y; set yrange [0:*]; set offsets 0, 0, graph 0.4, 0"]
+                   else "unset logscale y; set yrange [0:*]; set offsets 0, 0, graph 0.4, 0; "
+                   "set key top left"]
         script.append("plot " + ", ".join(plots) if plots else "plot 0 notitle")
     script.append("unset multiplot")
     gp = os.path.join(work, "dashboard.gp")
