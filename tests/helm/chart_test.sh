@@ -76,4 +76,29 @@ check default-values
 for values in "$@"; do
   check "$(basename "$values" .yaml)" "$values"
 done
-[ $failed -eq 0 ] || { echo "chart_test: $failed rendering(s) failed"; exit 1; }
+# Values the chart refuses, with one line saying what to change.
+refuse() {
+  local set="$1" want="$2" err
+  if "$render" --chart "$chart" --release engram-store --namespace engram --set "$set" \
+      >/dev/null 2>"$out_dir/refuse.err"; then
+    echo "chart_test: FAILED: --set $set rendered"; failed=$((failed + 1)); return
+  fi
+  err="$(cat "$out_dir/refuse.err")"
+  if [ "$(wc -l <<<"$err")" -ne 1 ] || ! grep -qF -- "$want" <<<"$err"; then
+    echo "chart_test: FAILED: --set $set: want one line with \"$want\", got: $err"
+    failed=$((failed + 1)); return
+  fi
+  refused=$((refused + 1))
+}
+refused=0
+refuse shards=0 "shards must be at least 1"
+refuse replicasPerShard=0 "replicasPerShard must be at least 1"
+refuse table.source.type=s3 'table.source.type must be volume or url, not "s3"'
+refuse table.source.type=url "table.source.url is required with table.source.type url"
+refuse tls.enabled=true "tls.secretName is required with tls.enabled"
+refuse auth.enabled=true "auth.secretName is required with auth.enabled"
+refuse antiAffinity=always 'antiAffinity must be required, preferred or none, not "always"'
+refuse fullnameOverride=engram-store-with-a-very-long-name-for-its-pods-to-fit-in-dns-labels \
+  "longer than 63 characters: set fullnameOverride to a shorter name"
+echo "chart_test: $refused bad values refused with one line each"
+[ $failed -eq 0 ] || { echo "chart_test: $failed check(s) failed"; exit 1; }

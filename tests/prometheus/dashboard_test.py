@@ -142,22 +142,35 @@ def static_checks(rules_path, test_path, dash, panels, alerts, problems):
 
 # --- Plausibility -------------------------------------------------------------
 
-def largest_finite_bucket(page, histogram):
-    les = [float(m) for m in re.findall(rf'^{histogram}_bucket{{.*le="([^"]+)"', page, re.M)
-           if m != "+Inf"]
-    return max(les) if les else None
+def observed_range(pages, histogram):
+    """(lowest, highest) latency the shards observed this run, from their
+    cumulative buckets: the lower edge of the first bucket any observation
+    fell in, and the bucket bound that holds every observation (inf when some
+    fell above the largest finite bucket)."""
+    cumulative = {}
+    for page in pages:
+        for le, count in re.findall(rf'^{histogram}_bucket{{.*le="([^"]+)".*}} (\S+)$', page, re.M):
+            cumulative[float(le)] = cumulative.get(float(le), 0.0) + float(count)
+    les = sorted(cumulative)
+    if not les or cumulative[les[-1]] == 0:
+        return None
+    total = cumulative[les[-1]]
+    first = next(i for i, le in enumerate(les) if cumulative[le] > 0)
+    low = les[first - 1] if first > 0 else 0.0
+    high = next(le for le in les if cumulative[le] >= total)
+    return low, high
 
 
-def latency_bound(expr, shard_page):
-    """(bound in seconds, what it is) for a latency expression."""
+def latency_bound(expr, shard_pages):
+    """((low, high) in seconds, what it is) for a latency expression."""
     m = re.search(r"(engram_shard_[a-z_]+_seconds)_bucket", expr)
     if m:
-        b = largest_finite_bucket(shard_page, m.group(1))
-        return b, f"largest finite bucket of {m.group(1)}"
-    return CLIENT_RPC_DEADLINE, "the client's RPC deadline"
+        r = observed_range(shard_pages, m.group(1))
+        return r, f"the range of {m.group(1)} the shards observed this run"
+    return (0.0, CLIENT_RPC_DEADLINE), "the client's RPC deadline"
 
 
-def plausible(unit, expr, values, shard_page):
+def plausible(unit, expr, values, shard_pages):
     """None if `values` are plausible for a panel of `unit`, else why not."""
     vals = [v for _, v in values]
     if any(math.isnan(v) or math.isinf(v) for v in vals):
@@ -170,9 +183,12 @@ def plausible(unit, expr, values, shard_page):
         if not all(0 <= v <= 1 for v in vals):
             return f"ratio outside [0, 1]: {min(vals):g}..{max(vals):g}"
     elif unit == "s":
-        bound, what = latency_bound(expr, shard_page)
-        if not all(0 < v <= bound for v in vals):
-            return f"latency {min(vals):g}..{max(vals):g} s outside (0, {bound:g}] ({what})"
+        bounds, what = latency_bound(expr, shard_pages)
+        if bounds is None:
+            return f"no observations in {what}"
+        low, high = bounds
+        if not all(low <= v <= high and v > 0 for v in vals):
+            return f"latency {min(vals):g}..{max(vals):g} s outside [{low:g}, {high:g}] ({what})"
     elif unit in RATE_UNITS or unit == "bytes":
         if min(vals) < 0:
             return f"negative: {min(vals):g}"
@@ -425,7 +441,8 @@ def test(args, children):
     if demo.poll() is not None:
         problems.append(f"engram-demo ended within {time.time() - load_start:.0f} s "
                         f"(exit {demo.returncode}); see {demo_err}")
-    shard_page = http_get(f"http://127.0.0.1:{mports[0]}/metrics")
+    shard_pages = [http_get(f"http://127.0.0.1:{p}/metrics") for p in mports]
+    shard_page = shard_pages[0]
     client_page = http_get(f"http://127.0.0.1:{client_port}/metrics")
     if not prom.instant('up{job="engram-client"} == 1', t_eval):
         problems.append("Prometheus has not scraped engram-demo's client metrics")
@@ -440,7 +457,7 @@ def test(args, children):
         if not values:
             problems.append(f"{name}: no data")
             return
-        why = plausible(unit, expr, values, shard_page)
+        why = plausible(unit, expr, values, shard_pages)
         if why:
             problems.append(f"{name}: {why}")
 

@@ -121,3 +121,11 @@ readOnlyRootFilesystem: true
 capabilities:
   drop: [ALL]
 {{- end }}
+
+{{/* The ports of every Service: the containers' names and numbers. */}}
+{{- define "engram-store.servicePorts" -}}
+- {name: grpc, port: {{ .Values.ports.grpc }}, targetPort: grpc, protocol: TCP}
+# The port the servers advertise for the row stream (--stream-advertise-port).
+- {name: stream, port: {{ .Values.ports.stream }}, targetPort: stream, protocol: TCP}
+- {name: metrics, port: {{ .Values.ports.metrics }}, targetPort: metrics, protocol: TCP}
+{{- end }}
