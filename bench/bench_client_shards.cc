@@ -53,6 +53,7 @@ absl::StatusOr<std::unique_ptr<Deployment>> Deployment::Start(const Options& o) 
     if (o.worker_cache_bytes > 0) {
       po.flags.insert(po.flags.end(), {"--worker-cache-bytes", absl::StrCat(o.worker_cache_bytes)});
     }
+    po.flags.insert(po.flags.end(), o.extra_flags.begin(), o.extra_flags.end());
     po.stderr_path = absl::StrCat(o.log_dir, "/shard-", i, "-of-", o.shard_dirs.size(), ".err");
     ASSIGN_OR_RETURN(std::unique_ptr<testing::ShardProcess> p, testing::ShardProcess::Start(po));
     d->shards_.push_back(std::move(p));

@@ -32,15 +32,16 @@ struct TierRows {
 class Deployment {
  public:
   struct Options {
-    std::string binary;                   // engram-shard. REQUIRED.
-    std::vector<std::string> shard_dirs;  // shard i first. REQUIRED.
-    double hot_share = 0.10;              // --ram-budget / shard row bytes
-    bool direct_io = false;               // every process with --direct-io
-    int reader_threads = 0;               // per shard; 0 = the server's default
-    uint64_t worker_cache_bytes = 0;      // every process's --worker-cache-bytes
-    int hot_cache_share = -1;             // every process's --hot-cache-share; -1 = default
-    bool map_tail = true;                 // false: every process with --map-cuckoo-tail=false
-    std::string log_dir;                  // shard-I.err files. REQUIRED.
+    std::string binary;                    // engram-shard. REQUIRED.
+    std::vector<std::string> shard_dirs;   // shard i first. REQUIRED.
+    double hot_share = 0.10;               // --ram-budget / shard row bytes
+    bool direct_io = false;                // every process with --direct-io
+    int reader_threads = 0;                // per shard; 0 = the server's default
+    uint64_t worker_cache_bytes = 0;       // every process's --worker-cache-bytes
+    int hot_cache_share = -1;              // every process's --hot-cache-share; -1 = default
+    bool map_tail = true;                  // false: every process with --map-cuckoo-tail=false
+    std::string log_dir;                   // shard-I.err files. REQUIRED.
+    std::vector<std::string> extra_flags;  // appended to every process's flags
   };
   static absl::StatusOr<std::unique_ptr<Deployment>> Start(const Options& options);
 

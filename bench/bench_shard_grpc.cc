@@ -73,8 +73,22 @@ std::shared_ptr<grpc::Channel> BenchChannel(int port) {
                                    grpc::InsecureChannelCredentials(), args);
 }
 
+absl::Status ServedTable::Learn(grpc::Channel& channel) {
+  if (version != 0) return absl::OkStatus();
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + kCallTimeout));
+  v1::InfoResponse info;
+  const grpc::Status status =
+      v1::EngramStore::NewStub(std::shared_ptr<grpc::Channel>(&channel, [](grpc::Channel*) {
+      }))->Info(&context, v1::InfoRequest(), &info);
+  if (!status.ok()) return FromGrpc(status);
+  table = info.table();
+  version = info.version();
+  return absl::OkStatus();
+}
+
 RawLookupClient::RawLookupClient(std::shared_ptr<grpc::Channel> channel)
-    : stub_(std::move(channel)) {}
+    : channel_(channel), stub_(std::move(channel)) {}
 
 RawLookupClient::~RawLookupClient() {
   cq_.Shutdown();
@@ -86,7 +100,8 @@ RawLookupClient::~RawLookupClient() {
 
 absl::StatusOr<RowPieces> RawLookupClient::Lookup(std::span<const wire::LayerRowIds> layers,
                                                   size_t rows_bytes) {
-  grpc::Slice slice = wire::EncodeLookupRequest("", 0, layers);
+  RETURN_IF_ERROR(served_.Learn(*channel_));
+  grpc::Slice slice = wire::EncodeLookupRequest(served_.table, served_.version, layers);
   grpc::ByteBuffer request(&slice, 1);
   grpc::ByteBuffer response;
   grpc::Status status;
@@ -108,7 +123,10 @@ absl::StatusOr<RowPieces> RawLookupClient::Lookup(std::span<const wire::LayerRow
 
 absl::StatusOr<RowPieces> ProtoLookupClient::Lookup(std::span<const wire::LayerRowIds> layers,
                                                     size_t rows_bytes) {
+  RETURN_IF_ERROR(served_.Learn(*channel_));
   v1::LookupRequest request;
+  request.set_table(served_.table);
+  request.set_version(served_.version);
   for (const wire::LayerRowIds& layer : layers) {
     v1::LayerRows* rows = request.add_layers();
     rows->set_layer(layer.layer);

@@ -61,6 +61,14 @@ class ShardDaemon {
 // accepting messages of any size.
 std::shared_ptr<grpc::Channel> BenchChannel(int port);
 
+// The table name and version a shard serves (what a Lookup must name),
+// learnt once from Info.
+struct ServedTable {
+  std::string table;
+  uint64_t version = 0;  // 0 until learnt
+  absl::Status Learn(grpc::Channel& channel);
+};
+
 // Lookup with raw ByteBuffers over a GenericStub: EncodeLookupRequest, one
 // unary call driven on this thread's own completion queue, then the rows
 // read in place from the reply's slices (LocateLookupResponseRows), as the
@@ -71,9 +79,12 @@ class RawLookupClient {
   ~RawLookupClient();
 
   // The rows of `layers`, in request order; valid until the next call.
+  // The first call learns the table and version to ask for from Info.
   absl::StatusOr<RowPieces> Lookup(std::span<const wire::LayerRowIds> layers, size_t rows_bytes);
 
  private:
+  std::shared_ptr<grpc::Channel> channel_;
+  ServedTable served_;
   grpc::GenericStub stub_;
   grpc::CompletionQueue cq_;
   wire::ResponseRows rows_;
@@ -85,11 +96,13 @@ class RawLookupClient {
 class ProtoLookupClient {
  public:
   explicit ProtoLookupClient(std::shared_ptr<grpc::Channel> channel)
-      : stub_(v1::EngramStore::NewStub(std::move(channel))) {}
+      : channel_(channel), stub_(v1::EngramStore::NewStub(std::move(channel))) {}
 
   absl::StatusOr<RowPieces> Lookup(std::span<const wire::LayerRowIds> layers, size_t rows_bytes);
 
  private:
+  std::shared_ptr<grpc::Channel> channel_;
+  ServedTable served_;
   std::unique_ptr<v1::EngramStore::Stub> stub_;
   v1::LookupResponse response_;
   std::span<const uint8_t> piece_;

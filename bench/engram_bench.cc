@@ -190,8 +190,8 @@ absl::StatusOr<std::vector<std::unique_ptr<BenchSystem>>> StartSystems(const Ben
   using Starter = std::function<absl::StatusOr<std::unique_ptr<BenchSystem>>()>;
   std::vector<std::pair<std::string, Starter>> candidates;
   auto engram = [&](const std::string& name, const std::vector<std::string>& dirs, double hot_share,
-                    bool pipeline_layers = false) {
-    candidates.emplace_back(name, [&env, &plan, &d, name, &dirs, hot_share, pipeline_layers] {
+                    bool pipeline_layers = false, bool tls = false) {
+    candidates.emplace_back(name, [&env, &plan, &d, name, &dirs, hot_share, pipeline_layers, tls] {
       EngramSystemOptions o;
       o.name = name;
       o.shard_binary = env.shard_binary;
@@ -201,6 +201,7 @@ absl::StatusOr<std::vector<std::unique_ptr<BenchSystem>>> StartSystems(const Ben
       o.direct_io = plan.on_disk;
       o.pipeline_layers = pipeline_layers;
       o.log_dir = env.work_dir;
+      if (tls) o.tls_dir = env.work_dir + "/tls";
       return StartEngram(o);
     });
   };
@@ -212,6 +213,8 @@ absl::StatusOr<std::vector<std::unique_ptr<BenchSystem>>> StartSystems(const Ben
     });
   } else {
     engram(kOursOneShard, d.one_shard, 1.0);
+    // The same over TLS (gRPC and the row stream), in the same run.
+    engram(kOursTls, d.one_shard, 1.0, /*pipeline_layers=*/false, /*tls=*/true);
     if (!d.three_shards.empty()) engram("engram 3 shards", d.three_shards, 1.0);
     if (plan.diagnostics) {
       // The library's default, which holds layer l + 1 back until layer l

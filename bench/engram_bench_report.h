@@ -17,6 +17,7 @@ namespace engram::bench {
 
 // Names the report looks measurements up by.
 inline constexpr char kOursOneShard[] = "engram 1 shard";
+inline constexpr char kOursTls[] = "engram 1 shard, TLS";
 inline constexpr char kOursTail[] = "engram 1 shard, tail";
 inline constexpr char kOursPipelined[] = "engram 1 shard, layers pipelined";
 inline constexpr char kRedis[] = "redis";

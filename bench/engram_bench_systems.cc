@@ -3,6 +3,7 @@
 #include "bench/engram_bench_systems.h"
 
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <utility>
 
@@ -13,6 +14,7 @@
 #include "client/engram_client.h"
 #include "common/metrics/scrape.h"
 #include "common/status_macros.h"
+#include "common/testing/test_certs.h"
 #include "shard/row_store.h"
 
 namespace engram::bench {
@@ -161,6 +163,10 @@ class EngramSystem : public BenchSystem {
     // A closed loop wants every layer at once, as the peers fetch them: no
     // waiting for layer l's rows before layer l + 1 is asked for.
     co.pipeline_layers = options_.pipeline_layers;
+    if (!options_.tls_dir.empty()) {
+      co.tls_ca_file = options_.tls_dir + "/ca.crt";  // MakeTestCerts' CA
+      co.tls_server_name = "localhost";
+    }
     ASSIGN_OR_RETURN(std::unique_ptr<EngramClient> client, EngramClient::Create(co));
     std::shared_ptr<EngramClient> shared = std::move(client);
     clients_[connections] = shared;
@@ -262,6 +268,12 @@ absl::StatusOr<std::unique_ptr<Deployment>> StartShards(const EngramSystemOption
   d.hot_share = o.hot_share;
   d.direct_io = o.direct_io;
   d.log_dir = o.log_dir;
+  if (!o.tls_dir.empty()) {
+    std::error_code ignored;
+    std::filesystem::create_directories(o.tls_dir, ignored);
+    ASSIGN_OR_RETURN(testing::TestCerts certs, testing::MakeTestCerts(o.tls_dir));
+    d.extra_flags = {"--tls-cert", certs.server_cert, "--tls-key", certs.server_key};
+  }
   return Deployment::Start(d);
 }
 

@@ -94,6 +94,9 @@ struct EngramSystemOptions {
   // are asked for all of them at once too.
   bool pipeline_layers = false;
   std::string log_dir;  // shard stderr files. REQUIRED.
+  // Non-empty: gRPC and the row stream over TLS, with certificates made in
+  // this directory at start (common/testing/test_certs.h).
+  std::string tls_dir;
 };
 // Starts one engram-shard per shard directory.
 absl::StatusOr<std::unique_ptr<BenchSystem>> StartEngram(const EngramSystemOptions& options);

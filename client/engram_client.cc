@@ -13,6 +13,7 @@
 #include "common/shard_map.h"
 #include "common/status_macros.h"
 #include "common/table.h"
+#include "common/tls.h"
 #include "proto/wire.h"
 
 namespace engram {
@@ -46,8 +47,8 @@ absl::StatusOr<ShardMap> ShardMapFor(const TableManifest& manifest, const Client
 absl::Status DecodeChunk(const grpc::ByteBuffer& resp, uint64_t want, StepState::Chunk* chunk) {
   ASSIGN_OR_RETURN(uint64_t v,
                    wire::LocateLookupResponseRows(resp, chunk->rows_bytes(), &chunk->rows));
-  if (v != want) {
-    return absl::InternalError(
+  if (v != want) {  // never rows of another version
+    return absl::FailedPreconditionError(
         absl::StrCat("answered with table version ", v, ", asked for ", want));
   }
   chunk->MapRows();
@@ -93,6 +94,15 @@ absl::Status ClientOptions::Validate() const {
   if (table_dir.empty()) {
     return absl::InvalidArgumentError("no table directory given (ClientOptions::table_dir)");
   }
+  if (tls_cert_file.empty() != tls_key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "a client certificate needs both tls_cert_file and tls_key_file");
+  }
+  if (!tls_cert_file.empty() && tls_ca_file.empty()) {
+    return absl::InvalidArgumentError(
+        "a client certificate (tls_cert_file) needs tls_ca_file, the CA of the shards' "
+        "certificates");
+  }
   for (size_t s = 0; s < shard_addresses.size(); ++s) {
     if (shard_addresses[s].empty()) {
       return absl::InvalidArgumentError(absl::StrCat("shard ", s, " has no address"));
@@ -136,6 +146,12 @@ absl::StatusOr<std::unique_ptr<EngramClient>> EngramClient::Create(ClientOptions
     return absl::FailedPreconditionError(
         absl::StrCat("shard map ", options.shard_map_path, " is for table '", map.table,
                      "', the manifest in ", options.table_dir, " for '", manifest.table, "'"));
+  }
+  if (map.version != manifest.version) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "shard map ", options.shard_map_path, " is of version ", map.version, " of table '",
+        map.table, "', the manifest in ", options.table_dir, " of version ", manifest.version,
+        ": give the table directory and shard map of the same version"));
   }
   if (map.layer_rows.size() != manifest.layers.size()) {
     return absl::FailedPreconditionError("shard map and manifest disagree on the layers");
@@ -185,6 +201,21 @@ absl::StatusOr<std::unique_ptr<EngramClient>> EngramClient::Create(ClientOptions
   ch.row_stream = c.options.transport == Transport::kRowStream;
   ch.stream_connect_timeout =
       std::clamp(c.options.rpc_deadline, absl::Milliseconds(100), absl::Seconds(2));
+  ch.tls_server_name = c.options.tls_server_name;
+  ch.auth_token = c.options.auth_token;
+  if (!c.options.tls_ca_file.empty()) {
+    grpc::SslCredentialsOptions ssl;
+    ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadPemFile(c.options.tls_ca_file, "TLS CA"));
+    if (!c.options.tls_cert_file.empty()) {
+      ASSIGN_OR_RETURN(ssl.pem_cert_chain,
+                       ReadPemFile(c.options.tls_cert_file, "TLS client certificate"));
+      ASSIGN_OR_RETURN(ssl.pem_private_key, ReadPemFile(c.options.tls_key_file, "TLS client key"));
+    }
+    ch.credentials = grpc::SslCredentials(ssl);
+    ASSIGN_OR_RETURN(ch.stream_tls,
+                     TlsContext::Client(
+                         {c.options.tls_cert_file, c.options.tls_key_file, c.options.tls_ca_file}));
+  }
   c.channels = std::make_unique<ShardChannels>(addrs, ch);
   auto client = std::unique_ptr<EngramClient>(new EngramClient(std::move(impl)));
   if (c.options.metrics_registry != nullptr) {

@@ -92,6 +92,20 @@ struct ClientOptions {
   bool pipeline_layers = true;
   // Reconnect backoff of the channels.
   absl::Duration max_reconnect_backoff = absl::Seconds(2);
+
+  // TLS to the shards, gRPC and row stream (ShardServerOptions::tls_*):
+  // the CA of their certificates (PEM); empty = plaintext. With
+  // tls_cert_file and tls_key_file too, the client presents that
+  // certificate (mutual TLS).
+  std::string tls_ca_file;
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  // The name the shards' certificates must carry; empty = each address's
+  // host (a DNS name or an IP address).
+  std::string tls_server_name;
+  // Bearer token sent with every call (ShardServerOptions::auth_token_file);
+  // empty = none.
+  std::string auth_token;
   // (gRPC transport) HTTP/2 bandwidth-delay probing (pings that size the flow-control
   // windows and socket reads to the measured bandwidth). On: best for
   // multi-MB replies (≈15% more rows/s at 12,288-row steps, engram-bench).

@@ -15,7 +15,9 @@ namespace {
 
 constexpr char kLookupMethod[] = "/engram.v1.EngramStore/Lookup";
 
-bool Retryable(absl::StatusCode code) {
+// A failure of the transport or the replica itself, reported as
+// UNAVAILABLE (or DEADLINE_EXCEEDED) once no replica answered.
+bool TransportFailure(absl::StatusCode code) {
   switch (code) {
     case absl::StatusCode::kUnavailable:
     case absl::StatusCode::kDeadlineExceeded:
@@ -30,6 +32,15 @@ bool Retryable(absl::StatusCode code) {
     default:
       return false;
   }
+}
+
+// Worth another replica: transport failures, a replica shedding load
+// (RESOURCE_EXHAUSTED), and one serving another table version during a
+// rolling switch (FAILED_PRECONDITION); these two keep their code when no
+// replica answers.
+bool Retryable(absl::StatusCode code) {
+  return TransportFailure(code) || code == absl::StatusCode::kResourceExhausted ||
+         code == absl::StatusCode::kFailedPrecondition;
 }
 
 }  // namespace
@@ -55,7 +66,8 @@ absl::Duration LatencyWindow::P95() const {
 
 ShardChannels::ShardChannels(const std::vector<std::vector<std::string>>& addresses,
                              const ChannelOptions& options)
-    : addresses_(addresses) {
+    : addresses_(addresses),
+      authorization_(options.auth_token.empty() ? "" : "Bearer " + options.auth_token) {
   replicas_.resize(addresses.size());
   const int per_replica = std::max(1, options.channels_per_replica);
   for (size_t s = 0; s < addresses.size(); ++s) {
@@ -77,8 +89,14 @@ ShardChannels::ShardChannels(const std::vector<std::vector<std::string>>& addres
           args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES,
                       static_cast<int>(std::min<uint32_t>(options.http2_window_bytes, INT32_MAX)));
         }
-        std::shared_ptr<grpc::Channel> channel =
-            grpc::CreateCustomChannel(addr, grpc::InsecureChannelCredentials(), args);
+        if (!options.tls_server_name.empty()) {
+          args.SetSslTargetNameOverride(options.tls_server_name);
+        }
+        std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(
+            addr,
+            options.credentials != nullptr ? options.credentials
+                                           : grpc::InsecureChannelCredentials(),
+            args);
         r->stubs.push_back(std::make_unique<grpc::GenericStub>(channel));
         if (options.row_stream) {
           StreamConnectionOptions so;
@@ -87,6 +105,9 @@ ShardChannels::ShardChannels(const std::vector<std::vector<std::string>>& addres
           so.connect_timeout = options.stream_connect_timeout;
           so.max_backoff = options.max_reconnect_backoff;
           so.buffers = &buffers_;
+          so.tls = options.stream_tls;
+          so.tls_server_name = options.tls_server_name;
+          so.auth_token = options.auth_token;
           r->streams.push_back(std::make_unique<StreamConnection>(std::move(so)));
         }
       }
@@ -178,6 +199,9 @@ void ShardRpc::Launch(Attempt* a) {
 void ShardRpc::LaunchGrpc(Attempt* a) {
   a->stream.store(nullptr);
   a->context.set_deadline(absl::ToChronoTime(a->start + policy_.deadline));
+  if (!channels_->authorization().empty()) {
+    a->context.AddMetadata("authorization", channels_->authorization());
+  }
   a->call = channels_->Stub(shard_, a->replica, a->channel)
                 ->PrepareUnaryCall(&a->context, kLookupMethod, request_, channels_->cq());
   a->call->StartCall();
@@ -232,7 +256,7 @@ void ShardRpc::OnAttemptDone(Attempt* a, const absl::Status& status) {
       counters_->failed.fetch_add(1, std::memory_order_relaxed);
       const bool deadline = result.code() == absl::StatusCode::kDeadlineExceeded;
       const absl::StatusCode code =
-          Retryable(result.code())
+          TransportFailure(result.code())
               ? (deadline ? absl::StatusCode::kDeadlineExceeded : absl::StatusCode::kUnavailable)
               : result.code();
       result = absl::Status(

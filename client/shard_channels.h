@@ -22,6 +22,7 @@
 #include "grpcpp/client_context.h"
 #include "grpcpp/completion_queue.h"
 #include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/security/credentials.h"
 #include "grpcpp/support/byte_buffer.h"
 
 namespace engram {
@@ -58,6 +59,14 @@ struct ChannelOptions {
   // channel, used where the replica offers a row stream.
   bool row_stream = true;
   absl::Duration stream_connect_timeout = absl::Seconds(2);
+  // TLS: gRPC's channel credentials and the row stream's context (both
+  // null: plaintext), and the name the shards' certificates must carry
+  // (empty: each address's host).
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  std::shared_ptr<TlsContext> stream_tls;
+  std::string tls_server_name;
+  // Bearer token sent with every call (empty: none).
+  std::string auth_token;
 };
 
 // A completion of ShardChannels' queue: an RPC attempt or an alarm.
@@ -86,6 +95,8 @@ class ShardChannels {
   int n_shards() const { return static_cast<int>(replicas_.size()); }
   int n_replicas(int shard) const { return static_cast<int>(replicas_[shard].size()); }
   const std::string& address(int shard, int replica) const { return addresses_[shard][replica]; }
+  // "Bearer <token>" for every call's metadata; empty without a token.
+  const std::string& authorization() const { return authorization_; }
   // "a|b|c": the shard's replicas, for error messages.
   std::string Describe(int shard) const;
   // The replica's next channel index, round-robin.
@@ -109,6 +120,7 @@ class ShardChannels {
   };
   StreamBufferPool buffers_;  // first: outlives the streams
   std::vector<std::vector<std::string>> addresses_;
+  std::string authorization_;
   std::vector<std::vector<std::unique_ptr<Replica>>> replicas_;
   grpc::CompletionQueue cq_;
   std::thread completions_;

@@ -90,6 +90,11 @@ absl::Status StreamError(absl::string_view why) {
   return absl::UnavailableError(absl::StrCat("row stream: ", why));
 }
 
+bool IsCredentialError(const absl::Status& s) {
+  return s.code() == absl::StatusCode::kUnauthenticated ||
+         s.code() == absl::StatusCode::kPermissionDenied;
+}
+
 }  // namespace
 
 StreamConnection::StreamConnection(StreamConnectionOptions options) : options_(std::move(options)) {
@@ -149,7 +154,7 @@ void StreamConnection::Send(StreamCall* call, const grpc::Slice& request, absl::
       case State::kReady:
         wake = deadline < poll_until_;
         outstanding_.push_back(Outstanding{next_id_, call, deadline, request});
-        if (++next_id_ == 0) next_id_ = 1;
+        if (++next_id_ == stream::kConnectionError) next_id_ = 1;
         if (state_ == State::kReady) {
           WriteOrQueueLocked(outstanding_.back());
           outstanding_.back().request = grpc::Slice();
@@ -224,15 +229,26 @@ void StreamConnection::WriteOrQueueLocked(const Outstanding& o) {
   Write w;
   stream::EncodeHeader({o.id, stream::kLookup, o.request.size()}, w.header);
   w.payload = o.request;
+  if (tls_ != nullptr) {
+    // Sealed now, under mu_: records go out in the order they are sealed.
+    const iovec plain[2] = {{w.header, sizeof(w.header)},
+                            {const_cast<uint8_t*>(w.payload.begin()), w.payload.size()}};
+    if (!tls_->Seal(plain, 2, &w.sealed)) {
+      ::shutdown(fd_, SHUT_RDWR);
+      return;
+    }
+    w.payload = grpc::Slice();
+  }
   if (writes_.empty() && !writer_busy_) {
-    const iovec iov[2] = {{w.header, sizeof(w.header)},
-                          {const_cast<uint8_t*>(w.payload.begin()), w.payload.size()}};
+    iovec iov[2] = {{w.header, sizeof(w.header)},
+                    {const_cast<uint8_t*>(w.payload.begin()), w.payload.size()}};
+    if (!w.sealed.empty()) iov[0] = {w.sealed.data(), w.sealed.size()}, iov[1] = {nullptr, 0};
     const ssize_t n = WriteSome(fd_, iov, 2);
     if (n < 0) {
       ::shutdown(fd_, SHUT_RDWR);  // the reader fails the call
       return;
     }
-    if (static_cast<size_t>(n) == sizeof(w.header) + w.payload.size()) return;
+    if (static_cast<size_t>(n) == iov[0].iov_len + iov[1].iov_len) return;
     w.done = static_cast<size_t>(n);
   }
   writes_.push_back(std::move(w));
@@ -259,6 +275,7 @@ void StreamConnection::WriteLoop() {
     }
     iovec iov[2] = {{w.header, sizeof(w.header)},
                     {const_cast<uint8_t*>(w.payload.begin()), w.payload.size()}};
+    if (!w.sealed.empty()) iov[0] = {w.sealed.data(), w.sealed.size()}, iov[1] = {nullptr, 0};
     iovec* p = iov;
     int n = 2;
     AdvanceIov(&p, &n, w.done);
@@ -275,6 +292,9 @@ absl::StatusOr<int> StreamConnection::Connect(bool* grpc_answered) {
   {
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + options_.connect_timeout));
+    if (!options_.auth_token.empty()) {
+      context.AddMetadata("authorization", "Bearer " + options_.auth_token);
+    }
     {
       absl::MutexLock lock(&mu_);
       if (state_ == State::kStopping) return absl::CancelledError("client closing");
@@ -287,6 +307,13 @@ absl::StatusOr<int> StreamConnection::Connect(bool* grpc_answered) {
       connecting_ = nullptr;
     }
     if (!status.ok()) {
+      // A refused credential is the caller's to see as such, not as a
+      // transport failure.
+      if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
+          status.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
+        return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                            absl::StrCat("Info: ", status.error_message()));
+      }
       return StreamError(absl::StrCat("Info: ", status.error_message()));
     }
   }
@@ -295,27 +322,59 @@ absl::StatusOr<int> StreamConnection::Connect(bool* grpc_answered) {
   absl::StatusOr<int> fd =
       ConnectTcp(host_, static_cast<int>(info.stream_port()), options_.connect_timeout);
   if (!fd.ok()) return StreamError(fd.status().message());
+  if (absl::Status greeted = Greet(*fd); !greeted.ok()) {
+    ::close(*fd);
+    tls_.reset();
+    return greeted;
+  }
+  return fd;
+}
+
+absl::Status StreamConnection::Greet(int fd) {
+  if (options_.tls != nullptr) {
+    absl::StatusOr<std::unique_ptr<TlsSession>> tls = TlsSession::Handshake(
+        *options_.tls, fd, options_.tls_server_name.empty() ? host_ : options_.tls_server_name,
+        options_.connect_timeout);
+    if (!tls.ok()) {
+      return tls.status().code() == absl::StatusCode::kUnauthenticated
+                 ? tls.status()
+                 : StreamError(tls.status().message());
+    }
+    tls_ = std::move(*tls);
+  }
+  const std::string& token = options_.auth_token;
   uint8_t hello[stream::kHelloBytes];
-  stream::EncodeHello(stream::kVersion, hello);
-  iovec iov = {hello, sizeof(hello)};
+  stream::EncodeHello(stream::kVersion, hello, static_cast<uint32_t>(token.size()));
+  iovec iov[2] = {{hello, sizeof(hello)}, {const_cast<char*>(token.data()), token.size()}};
   timeval tv = absl::ToTimeval(options_.connect_timeout);
-  ::setsockopt(*fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  bool sent;
+  if (tls_ != nullptr) {
+    std::vector<uint8_t> records;
+    iovec sealed = {nullptr, 0};
+    sent = tls_->Seal(iov, 2, &records);
+    sealed = {records.data(), records.size()};
+    sent = sent && WriteFull(fd, &sealed, 1);
+  } else {
+    sent = WriteFull(fd, iov, 2);
+  }
   absl::Status failed;
-  if (!WriteFull(*fd, &iov, 1) || !ReadFull(*fd, hello, sizeof(hello))) {
+  if (!sent || !Read(fd, hello, sizeof(hello))) {
     failed = StreamError(absl::StrCat("hello: ", errno == 0 ? "closed" : std::strerror(errno)));
   } else if (absl::StatusOr<uint32_t> v = stream::DecodeHello(hello); !v.ok()) {
     failed = StreamError(v.status().message());
-  } else if (*v != stream::kVersion) {
+  } else if (*v != stream::kVersion && !(*v == 1 && token.empty())) {
+    // Version 1 servers take a hello without a token.
     failed = StreamError(absl::StrCat("the shard answers with version ", *v,
                                       "; this client speaks version ", stream::kVersion));
   }
-  if (!failed.ok()) {
-    ::close(*fd);
-    return failed;
-  }
   tv = timeval{};
-  ::setsockopt(*fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  return fd;
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  return failed;
+}
+
+bool StreamConnection::Read(int fd, void* buf, size_t n, bool quick_ack) {
+  return tls_ != nullptr ? tls_->ReadFull(buf, n) : ReadFull(fd, buf, n, quick_ack);
 }
 
 void StreamConnection::Run() {
@@ -334,7 +393,13 @@ void StreamConnection::Run() {
         return;
       }
       expired = TakeExpiredLocked(absl::Now());
-      if (!fd.ok() && grpc_answered) {
+      if (!fd.ok() && IsCredentialError(fd.status())) {
+        // Refused credentials: fail the calls with that, and retry later
+        // (a rotated token or certificate may be fixed meanwhile).
+        state_ = State::kBackoff;
+        last_error_ = error = fd.status();
+        failed = TakeAllLocked();
+      } else if (!fd.ok() && grpc_answered) {
         // The replica answers gRPC but its stream cannot be reached (a
         // port not exposed, say): gRPC meanwhile, the stream again later.
         state_ = State::kFallback;
@@ -376,6 +441,7 @@ void StreamConnection::Run() {
           +[](bool* busy) { return !*busy; }, &writer_busy_));
       ::close(fd_);
       fd_ = -1;
+      tls_.reset();
       writes_.clear();
       ++generation_;
       failed = TakeAllLocked();
@@ -383,7 +449,7 @@ void StreamConnection::Run() {
         error = absl::CancelledError("client closed");
       } else {
         state_ = State::kConnecting;
-        error = StreamError(why.message());
+        error = IsCredentialError(why) ? why : StreamError(why.message());
       }
     }
     for (StreamCall* call : failed) call->StreamDone(error, nullptr);
@@ -406,6 +472,8 @@ absl::Status StreamConnection::ReadLoop(int fd) {
           static_cast<int>(std::clamp<int64_t>(absl::ToInt64Milliseconds(poll_until_ - now) + 1, 0,
                                                absl::ToInt64Milliseconds(kMaxPoll) + 1));
     }
+    // Plaintext TLS already holds is not on the socket for poll to see.
+    if (tls_ != nullptr && tls_->HasPending()) timeout_ms = 0;
     pollfd p[2] = {{fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
     if (::poll(p, 2, timeout_ms) < 0 && errno != EINTR) {
       return absl::InternalError(absl::StrCat("poll: ", std::strerror(errno)));
@@ -421,8 +489,8 @@ absl::Status StreamConnection::ReadLoop(int fd) {
       expired = TakeExpiredLocked(absl::Now());
     }
     FailExpired(expired);
-    if (p[0].revents == 0) continue;
-    if (!ReadFull(fd, head, sizeof(head), /*quick_ack=*/true)) {
+    if (p[0].revents == 0 && (tls_ == nullptr || !tls_->HasPending())) continue;
+    if (!Read(fd, head, sizeof(head), /*quick_ack=*/true)) {
       return absl::UnavailableError(errno == 0 ? "the shard closed the connection"
                                                : std::strerror(errno));
     }
@@ -432,7 +500,7 @@ absl::Status StreamConnection::ReadLoop(int fd) {
         return absl::InternalError(absl::StrCat("a response of ", header.payload_bytes, " bytes"));
       }
       StreamBufferPool::Buffer* b = options_.buffers->Get(header.payload_bytes);
-      if (!ReadFull(fd, StreamBufferPool::Data(b), header.payload_bytes, /*quick_ack=*/true)) {
+      if (!Read(fd, StreamBufferPool::Data(b), header.payload_bytes, /*quick_ack=*/true)) {
         options_.buffers->Put(b);
         return absl::UnavailableError("the shard closed the connection mid-response");
       }
@@ -455,16 +523,19 @@ absl::Status StreamConnection::ReadLoop(int fd) {
           absl::StrCat("an error response of ", header.payload_bytes, " bytes"));
     }
     std::string message(header.payload_bytes, '\0');
-    if (!ReadFull(fd, message.data(), message.size())) {
+    if (!Read(fd, message.data(), message.size())) {
       return absl::UnavailableError("the shard closed the connection mid-response");
+    }
+    const absl::StatusCode code =
+        header.word <= 16 ? static_cast<absl::StatusCode>(header.word) : absl::StatusCode::kUnknown;
+    if (header.id == stream::kConnectionError) {  // the shard ends the connection
+      return absl::Status(code, absl::StrCat("the shard closed the row stream: ", message));
     }
     StreamCall* call;
     {
       absl::MutexLock lock(&mu_);
       call = TakeLocked(header.id);
     }
-    const absl::StatusCode code =
-        header.word <= 16 ? static_cast<absl::StatusCode>(header.word) : absl::StatusCode::kUnknown;
     if (call != nullptr) call->StreamDone(absl::Status(code, message), nullptr);
   }
 }

@@ -31,6 +31,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/tls.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/byte_buffer.h"
@@ -85,6 +86,12 @@ struct StreamConnectionOptions {
   absl::Duration min_backoff = absl::Milliseconds(50);
   absl::Duration max_backoff = absl::Seconds(2);
   StreamBufferPool* buffers = nullptr;  // REQUIRED; outlives the connection
+  // TLS to the stream (a client context), and the name the replica's
+  // certificate must carry (empty = the address's host).
+  std::shared_ptr<TlsContext> tls;
+  std::string tls_server_name;
+  // Bearer token sent in the hello (empty = none).
+  std::string auth_token;
 };
 
 class StreamConnection {
@@ -116,7 +123,8 @@ class StreamConnection {
   struct Write {
     uint8_t header[16];
     grpc::Slice payload;
-    size_t done = 0;  // bytes of header + payload written
+    std::vector<uint8_t> sealed;  // with TLS: the frame's records (header and payload empty)
+    size_t done = 0;              // bytes of header + payload (or sealed) written
   };
 
   void Run();  // the connection thread
@@ -126,6 +134,11 @@ class StreamConnection {
   absl::StatusOr<int> Connect(bool* grpc_answered);
   // Reads responses from `fd` until it fails; returns why.
   absl::Status ReadLoop(int fd);
+  // Reads n bytes of the stream from `fd` (through tls_ when on). The
+  // connection thread only.
+  bool Read(int fd, void* buf, size_t n, bool quick_ack = false);
+  // The TLS handshake (when on) and the hello on a connected socket.
+  absl::Status Greet(int fd);
   // Removes the call with `id` (nullptr when there is none) or every call
   // from outstanding_.
   StreamCall* TakeLocked(uint32_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -147,6 +160,9 @@ class StreamConnection {
   State state_ ABSL_GUARDED_BY(mu_) = State::kConnecting;
   absl::Status last_error_ ABSL_GUARDED_BY(mu_);
   int fd_ ABSL_GUARDED_BY(mu_) = -1;
+  // fd_'s TLS session: set and reset with fd_ by the connection thread
+  // (which alone reads through it), sealed into under mu_ by writers.
+  std::unique_ptr<TlsSession> tls_;
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;  // +1 per connection
   uint32_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::vector<Outstanding> outstanding_ ABSL_GUARDED_BY(mu_);

@@ -32,10 +32,10 @@ uint64_t Get64(const uint8_t* p) {
 
 }  // namespace
 
-void EncodeHello(uint32_t version, uint8_t out[kHelloBytes]) {
+void EncodeHello(uint32_t version, uint8_t out[kHelloBytes], uint32_t token_bytes) {
   std::memcpy(out, kMagic, sizeof(kMagic));
   Put32(out + 8, version);
-  Put32(out + 12, 0);
+  Put32(out + 12, token_bytes);
 }
 
 absl::StatusOr<uint32_t> DecodeHello(const uint8_t in[kHelloBytes]) {
@@ -43,11 +43,24 @@ absl::StatusOr<uint32_t> DecodeHello(const uint8_t in[kHelloBytes]) {
     return absl::InvalidArgumentError(
         absl::StrCat("not an Engram row stream: its first bytes are \"",
                      absl::CHexEscape(absl::string_view(reinterpret_cast<const char*>(in), 8)),
-                     "\", not \"ENGRAMRS\""));
+                     "\", not \"ENGRAMRS\"",
+                     in[0] >= 0x14 && in[0] <= 0x17 && in[1] == 0x03
+                         ? " (a TLS record: this row stream speaks TLS; give the client its CA)"
+                         : ""));
   }
   const uint32_t version = Get32(in + 8);
   if (version == 0) return absl::InvalidArgumentError("row stream hello with version 0");
   return version;
+}
+
+absl::StatusOr<uint32_t> DecodeHelloTokenBytes(const uint8_t in[kHelloBytes]) {
+  if (Get32(in + 8) < 2) return 0;
+  const uint32_t bytes = Get32(in + 12);
+  if (bytes > kMaxTokenBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("row stream hello announces a token of ", bytes,
+                                                   " bytes (at most ", kMaxTokenBytes, ")"));
+  }
+  return bytes;
 }
 
 void EncodeHeader(const FrameHeader& header, uint8_t out[kHeaderBytes]) {

@@ -35,6 +35,9 @@
 static const engram::ShardServerOptions kDefaults;
 
 ABSL_FLAG(std::string, db, kDefaults.db_dir, "shard directory written by `engramctl import`");
+ABSL_FLAG(std::string, versions_dir, kDefaults.versions_dir,
+          "where EngramAdmin/Activate(N) finds table version N, as DIR/vN (empty = the "
+          "parent of --db)");
 ABSL_FLAG(std::string, listen, kDefaults.listen,
           "gRPC address HOST:PORT (port 0 = pick a free one)");
 ABSL_FLAG(int32_t, metrics_port, kDefaults.metrics_port,
@@ -70,6 +73,25 @@ ABSL_FLAG(uint32_t, max_rows_per_request, kDefaults.max_rows_per_request,
           "Lookups with more row ids fail with RESOURCE_EXHAUSTED");
 ABSL_FLAG(absl::Duration, drain_timeout, kDefaults.drain_timeout,
           "on SIGTERM/SIGINT, how long in-flight calls may take to finish");
+ABSL_FLAG(int32_t, max_inflight_requests, kDefaults.max_inflight_requests,
+          "Lookups in flight at once (gRPC and row stream); more get RESOURCE_EXHAUSTED "
+          "(0 = no limit)");
+ABSL_FLAG(int32_t, max_inflight_per_connection, kDefaults.max_inflight_per_connection,
+          "Lookups in flight on one row stream connection before its next request waits "
+          "in the socket");
+ABSL_FLAG(absl::Duration, stream_idle_timeout, kDefaults.stream_idle_timeout,
+          "a row stream connection silent this long is closed");
+ABSL_FLAG(std::string, metrics_host, kDefaults.metrics_host,
+          "host /metrics binds (empty = the --listen host; 127.0.0.1 = this machine only)");
+ABSL_FLAG(std::string, tls_cert, kDefaults.tls_cert_file,
+          "TLS certificate chain (PEM) for gRPC and the row stream; needs --tls-key");
+ABSL_FLAG(std::string, tls_key, kDefaults.tls_key_file, "TLS private key (PEM) of --tls-cert");
+ABSL_FLAG(std::string, tls_ca, kDefaults.tls_ca_file,
+          "CA (PEM) client certificates must chain to: mutual TLS (needs --tls-cert)");
+ABSL_FLAG(std::string, auth_token_file, kDefaults.auth_token_file,
+          "file whose first line is the bearer token every Lookup and Info must carry");
+ABSL_FLAG(std::string, admin_token_file, kDefaults.admin_token_file,
+          "file whose first line is the bearer token of the admin RPCs");
 
 namespace {
 
@@ -110,6 +132,7 @@ int main(int argc, char** argv) {
 
   engram::ShardServerOptions options;
   options.db_dir = absl::GetFlag(FLAGS_db);
+  options.versions_dir = absl::GetFlag(FLAGS_versions_dir);
   options.listen = absl::GetFlag(FLAGS_listen);
   options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   options.stream_port = absl::GetFlag(FLAGS_stream_port);
@@ -125,6 +148,15 @@ int main(int argc, char** argv) {
   options.map_cuckoo_tail = absl::GetFlag(FLAGS_map_cuckoo_tail);
   options.max_rows_per_request = absl::GetFlag(FLAGS_max_rows_per_request);
   options.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
+  options.max_inflight_requests = absl::GetFlag(FLAGS_max_inflight_requests);
+  options.max_inflight_per_connection = absl::GetFlag(FLAGS_max_inflight_per_connection);
+  options.stream_idle_timeout = absl::GetFlag(FLAGS_stream_idle_timeout);
+  options.metrics_host = absl::GetFlag(FLAGS_metrics_host);
+  options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
+  options.tls_key_file = absl::GetFlag(FLAGS_tls_key);
+  options.tls_ca_file = absl::GetFlag(FLAGS_tls_ca);
+  options.auth_token_file = absl::GetFlag(FLAGS_auth_token_file);
+  options.admin_token_file = absl::GetFlag(FLAGS_admin_token_file);
 
   // Block the shutdown signals before any thread exists, so every thread
   // inherits the mask and only sigwait() below sees them.
@@ -141,7 +173,7 @@ int main(int argc, char** argv) {
   auto server = engram::ShardServer::Start(options);
   if (!server.ok()) return Fail(1, std::string(server.status().message()));
   engram::LogLine('I', absl::StrCat("engram-shard: tail rows read by ", (*server)->tail_access()));
-  const engram::ShardMap& map = (*server)->shard_map();
+  const engram::ShardMap map = (*server)->shard_map();
   const int metrics_port = (*server)->metrics_port();
   const int stream_port = (*server)->stream_port();
   std::printf(

@@ -51,6 +51,11 @@ ShardMetrics::ShardMetrics(metrics::Registry& registry, int n_layers)
                             .Name("engram_shard_hot_tier_bytes")
                             .Register(registry)
                             .Add({{"part", "cached"}})),
+      table_version_(metrics::BuildGauge()
+                         .Name("engram_shard_table_version")
+                         .Help("The table version served (EngramAdmin/Activate switches it).")
+                         .Register(registry)
+                         .Add({})),
       registry_(registry) {
   auto& durations = metrics::BuildHistogram()
                         .Name("engram_shard_request_duration_seconds")

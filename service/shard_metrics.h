@@ -9,6 +9,7 @@
 //   engram_shard_disk_read_duration_seconds          histogram (one per batch)
 //   engram_shard_data_loss_total                     counter
 //   engram_shard_hot_tier_bytes{part}                gauge (pinned|cached)
+//   engram_shard_table_version                       gauge (the version served)
 //   engram_shard_rocksdb_*                           gauges (RowStore::Stats())
 //
 // Lookups over the row stream count under method="Lookup" like gRPC's.
@@ -67,6 +68,7 @@ class ShardMetrics {
 
   // Scrape-time values (call from a Registry collect callback).
   void SetHotTierBytes(uint64_t pinned, uint64_t cached);
+  void SetTableVersion(uint64_t version) { table_version_.Set(static_cast<double>(version)); }
   // Each stat `rocksdb_x` becomes gauge engram_shard_rocksdb_x; names that
   // are not valid metric names are skipped.
   void SetStoreStats(const std::vector<std::pair<std::string, double>>& stats);
@@ -93,6 +95,7 @@ class ShardMetrics {
   metrics::Gauge& stream_connections_;
   metrics::Gauge& hot_pinned_bytes_;
   metrics::Gauge& hot_cached_bytes_;
+  metrics::Gauge& table_version_;
   metrics::Registry& registry_;  // for the RocksDB gauges, made at scrape
 };
 

@@ -16,9 +16,14 @@
 #include "common/metrics/exposer.h"
 #include "common/metrics/registry.h"
 #include "common/status_macros.h"
+#include "common/tls.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "service/admin_service.h"
+#include "service/auth.h"
+#include "service/log.h"
+#include "service/serving_table.h"
 #include "service/shard_metrics.h"
 #include "service/store_service.h"
 #include "service/stream_server.h"
@@ -85,6 +90,26 @@ absl::Status ShardServerOptions::Validate() const {
     return absl::InvalidArgumentError(absl::StrCat(
         "max rows per request = ", options.max_rows_per_request, " is not in 1..16777216"));
   }
+  if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "TLS needs both a certificate and its key (--tls-cert and --tls-key)");
+  }
+  if (!options.tls_ca_file.empty() && options.tls_cert_file.empty()) {
+    return absl::InvalidArgumentError(
+        "a client CA (--tls-ca) needs the server's own certificate (--tls-cert, --tls-key)");
+  }
+  if (options.max_inflight_requests < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max in-flight requests = ", options.max_inflight_requests, " is negative (0 = no limit)"));
+  }
+  if (options.max_inflight_per_connection < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max in-flight requests per connection = ", options.max_inflight_per_connection,
+        " is below 1"));
+  }
+  if (options.stream_idle_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("the row stream's idle timeout must be positive");
+  }
   if (options.drain_timeout < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "drain timeout ", absl::FormatDuration(options.drain_timeout), " is negative"));
@@ -97,6 +122,18 @@ namespace {
 // How long no call may have been in flight before a draining server stops
 // accepting calls; see Shutdown().
 constexpr absl::Duration kQuietPeriod = absl::Milliseconds(50);
+
+// How long Activate waits for the old version's requests in flight.
+constexpr absl::Duration kRetireWait = absl::Seconds(60);
+
+// The directory that holds `dir` ("." for a bare name).
+std::string ParentDir(const std::string& dir) {
+  std::string d = dir;
+  while (d.size() > 1 && d.back() == '/') d.pop_back();
+  const size_t slash = d.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : d.substr(0, slash);
+}
 
 // The host of "host:port" ("[::1]:80" -> "[::1]").
 std::string HostOf(const std::string& listen) { return listen.substr(0, listen.rfind(':')); }
@@ -143,25 +180,47 @@ absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::Start(const ShardServe
   RETURN_IF_ERROR(options.Validate());
   std::unique_ptr<ShardServer> server(new ShardServer());
   server->listen_host_ = HostOf(options.listen);
-  RETURN_IF_ERROR(server->OpenData(options));
-  server->StartMetrics();
+  // Credentials first: a bad file fails the start before the data loads.
+  ASSIGN_OR_RETURN(TokenAuth auth,
+                   TokenAuth::FromFiles(options.auth_token_file, options.admin_token_file));
+  server->auth_ = std::make_unique<TokenAuth>(std::move(auth));
+  std::shared_ptr<TlsContext> stream_tls;
+  if (!options.tls_cert_file.empty()) {
+    ASSIGN_OR_RETURN(stream_tls, TlsContext::Server({options.tls_cert_file, options.tls_key_file,
+                                                     options.tls_ca_file}));
+  }
+  server->options_ = options;
+  server->versions_dir_ =
+      options.versions_dir.empty() ? ParentDir(options.db_dir) : options.versions_dir;
+  ASSIGN_OR_RETURN(std::shared_ptr<ServingTable> table,
+                   OpenTable(options, options.db_dir, /*initial=*/true));
+  server->StartMetrics(*table);
   if (options.metrics_port >= 0) {
-    auto exposer =
-        metrics::Exposer::Create(MetricsBindAddress(server->listen_host_, options.metrics_port));
+    auto exposer = metrics::Exposer::Create(MetricsBindAddress(
+        options.metrics_host.empty() ? server->listen_host_ : options.metrics_host,
+        options.metrics_port));
     if (!exposer.ok()) {
       return Annotate(exposer.status(), "starting the metrics endpoint: ");
     }
     server->exposer_ = std::move(*exposer);
     server->exposer_->RegisterCollectable(server->registry_);
   }
-  server->service_ = std::make_unique<StoreService>(*server->store_, *server->hot_tier_,
-                                                    *server->metrics_, options.max_rows_per_request,
-                                                    GatherThreads(options.gather_threads));
+  StoreServiceLimits limits;
+  limits.max_rows_per_request = options.max_rows_per_request;
+  limits.max_inflight_requests = options.max_inflight_requests;
+  limits.gather_threads = GatherThreads(options.gather_threads);
+  server->service_ = std::make_unique<StoreService>(std::move(table), *server->metrics_, limits,
+                                                    server->auth_.get());
+  server->admin_ = std::make_unique<AdminService>(server.get(), server->auth_.get());
   if (options.stream_port >= 0) {
     StreamServerOptions stream_options;
     stream_options.host = StreamBindHost(server->listen_host_);
     stream_options.port = options.stream_port;
     stream_options.write_timeout = options.stream_write_timeout;
+    stream_options.idle_timeout = options.stream_idle_timeout;
+    stream_options.max_inflight_per_connection = options.max_inflight_per_connection;
+    stream_options.tls = stream_tls;
+    stream_options.auth = server->auth_.get();
     // As gRPC's limit below: max_rows_per_request ids of up to 10 bytes.
     stream_options.max_request_bytes =
         size_t{options.max_rows_per_request} * 11 + (size_t{1} << 16);
@@ -176,54 +235,69 @@ absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::Start(const ShardServe
   return server;
 }
 
-absl::Status ShardServer::OpenData(const ShardServerOptions& options) {
+absl::StatusOr<std::shared_ptr<ServingTable>> ShardServer::OpenTable(
+    const ShardServerOptions& options, const std::string& dir, bool initial) {
   RowStoreOptions store_options;
   store_options.direct_io = options.direct_io;
   store_options.reader_threads = options.reader_threads;
   store_options.map_cuckoo_tail = options.map_cuckoo_tail;
-  auto store = RowStore::Open(options.db_dir, store_options);
+  auto store = RowStore::Open(dir, store_options);
   if (!store.ok()) {
     // Most of RowStore's errors name the directory already.
-    if (absl::StrContains(store.status().message(), options.db_dir)) return store.status();
-    return Annotate(store.status(), absl::StrCat("shard directory ", options.db_dir, ": "));
+    if (absl::StrContains(store.status().message(), dir)) return store.status();
+    return Annotate(store.status(), absl::StrCat("shard directory ", dir, ": "));
   }
-  store_ = std::move(*store);
-
   HotTierOptions tier_options;
   tier_options.budget_bytes = options.ram_budget_bytes;
-  tier_options.profile_path = options.hot_profile_path;
+  // An explicit profile is the first version's; others use their own.
+  if (initial) tier_options.profile_path = options.hot_profile_path;
   tier_options.cache_share_percent = options.hot_cache_share_percent >= 0
                                          ? static_cast<uint32_t>(options.hot_cache_share_percent)
-                                         : DefaultCacheSharePercent(store_->tail_mapped());
+                                         : DefaultCacheSharePercent((*store)->tail_mapped());
   // Rows are spread evenly over the shards (row % n_shards), so this
   // shard's share of the workers' cache is its profile's head.
   tier_options.skip_profile_bytes =
-      options.worker_cache_bytes / std::max<uint32_t>(1, store_->shard_map().n_shards);
+      options.worker_cache_bytes / std::max<uint32_t>(1, (*store)->shard_map().n_shards);
   if (tier_options.profile_path.empty()) {
-    const std::string profile = absl::StrCat(options.db_dir, "/", kHotProfileFile);
+    const std::string profile = absl::StrCat(dir, "/", kHotProfileFile);
     if (FileExists(profile)) tier_options.profile_path = profile;
   }
-  auto tier = HotTier::Build(*store_, tier_options);
+  auto tier = HotTier::Build(**store, tier_options);
   if (!tier.ok()) return Annotate(tier.status(), "building the hot tier: ");
-  hot_tier_ = std::move(*tier);
-  return absl::OkStatus();
+  return std::make_shared<ServingTable>(dir, std::move(*store), std::move(*tier));
 }
 
-void ShardServer::StartMetrics() {
+void ShardServer::StartMetrics(const ServingTable& table) {
   registry_ = std::make_shared<metrics::Registry>();
-  metrics_ = std::make_unique<ShardMetrics>(
-      *registry_, static_cast<int>(store_->shard_map().layer_rows.size()));
+  metrics_ =
+      std::make_unique<ShardMetrics>(*registry_, static_cast<int>(table.map().layer_rows.size()));
+  metrics_->SetTableVersion(table.version());
   collect_callback_ = registry_->AddCollectCallback([this] {
-    metrics_->SetHotTierBytes(hot_tier_->pinned_bytes(), hot_tier_->cached_bytes());
-    metrics_->SetStoreStats(store_->Stats());
+    if (service_ == nullptr) return;  // still starting
+    const std::shared_ptr<ServingTable> t = service_->table();
+    metrics_->SetHotTierBytes(t->tier().pinned_bytes(), t->tier().cached_bytes());
+    metrics_->SetStoreStats(t->store().Stats());
   });
 }
 
 absl::Status ShardServer::StartGrpc(const ShardServerOptions& options) {
   InitGrpcPlugins();
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  if (!options.tls_cert_file.empty()) {
+    grpc::SslServerCredentialsOptions ssl;
+    ASSIGN_OR_RETURN(std::string cert, ReadPemFile(options.tls_cert_file, "TLS certificate"));
+    ASSIGN_OR_RETURN(std::string key, ReadPemFile(options.tls_key_file, "TLS key"));
+    ssl.pem_key_cert_pairs.push_back({key, cert});
+    if (!options.tls_ca_file.empty()) {
+      ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadPemFile(options.tls_ca_file, "TLS client CA"));
+      ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+    }
+    credentials = grpc::SslServerCredentials(ssl);
+  }
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &port_);
+  builder.AddListeningPort(options.listen, credentials, &port_);
   builder.RegisterService(service_.get());
+  builder.RegisterService(admin_.get());
   // A second server on the same port is an error, not a silent load split.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   // Room for max_rows_per_request ids of up to 10 varint bytes each.
@@ -263,11 +337,64 @@ int ShardServer::stream_port() const { return stream_ == nullptr ? -1 : stream_-
 
 int ShardServer::metrics_port() const { return exposer_ == nullptr ? -1 : exposer_->port(); }
 
-const ShardMap& ShardServer::shard_map() const { return store_->shard_map(); }
-uint32_t ShardServer::shard_index() const { return store_->shard_index(); }
-std::string ShardServer::tail_access() const { return store_->tail_access(); }
+ShardMap ShardServer::shard_map() const { return service_->table()->map(); }
+uint32_t ShardServer::shard_index() const { return service_->table()->shard_index(); }
+uint64_t ShardServer::version() const { return service_->table()->version(); }
+std::string ShardServer::tail_access() const { return service_->table()->store().tail_access(); }
 uint64_t ShardServer::hot_bytes() const {
-  return hot_tier_->pinned_bytes() + hot_tier_->cached_bytes();
+  const std::shared_ptr<ServingTable> t = service_->table();
+  return t->tier().pinned_bytes() + t->tier().cached_bytes();
+}
+
+absl::StatusOr<ActivateResult> ShardServer::Activate(uint64_t version) {
+  absl::MutexLock lock(&activate_mutex_);
+  std::shared_ptr<ServingTable> current = service_->table();
+  ActivateResult result;
+  result.previous_version = current->version();
+  result.version = version;
+  if (version == current->version()) return result;
+  const std::string dir = absl::StrCat(versions_dir_, "/v", version);
+  if (!FileExists(absl::StrCat(dir, "/", kShardInfoFile))) {
+    return absl::NotFoundError(absl::StrCat("no version ", version, " to activate: ", dir,
+                                            " holds no imported shard (engramctl import --out ",
+                                            dir, ")"));
+  }
+  const absl::Time start = absl::Now();
+  ASSIGN_OR_RETURN(std::shared_ptr<ServingTable> next, OpenTable(options_, dir, false));
+  const ShardMap& a = current->map();
+  const ShardMap& b = next->map();
+  if (b.table != a.table || b.n_shards != a.n_shards ||
+      next->shard_index() != current->shard_index() || b.layer_rows != a.layer_rows ||
+      b.row_bytes != a.row_bytes) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        dir, " holds shard ", next->shard_index(), "/", b.n_shards, " of table \"", b.table,
+        "\"; this server serves shard ", current->shard_index(), "/", a.n_shards, " of \"", a.table,
+        "\" (a new version must keep the table, the sharding and the layer sizes)"));
+  }
+  if (b.version != version) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        dir, " holds version ", b.version, " of table \"", b.table, "\", not ", version));
+  }
+  const absl::Time loaded = absl::Now();
+  current.reset();  // the wait below counts the references of requests alone
+  std::shared_ptr<ServingTable> old = service_->SwapTable(std::move(next));
+  metrics_->SetTableVersion(version);
+  LogLine('I', absl::StrCat("engram-shard: serving version ", version, " of table \"", b.table,
+                            "\" from ", dir, " (was ", result.previous_version, ")"));
+  // Requests in flight hold the old version; it is destroyed here, on this
+  // thread, once they are done (never on a reader thread of its own store).
+  const absl::Time give_up = absl::Now() + kRetireWait;
+  while (old.use_count() > 1 && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(2));
+  if (old.use_count() > 1) {
+    LogLine('W', absl::StrCat("engram-shard: version ", result.previous_version,
+                              " still has requests in flight after ",
+                              absl::FormatDuration(kRetireWait), "; it is closed at shutdown"));
+    retired_.push_back(std::move(old));
+  }
+  old.reset();
+  result.load_seconds = absl::ToDoubleSeconds(loaded - start);
+  result.drain_seconds = absl::ToDoubleSeconds(absl::Now() - loaded);
+  return result;
 }
 
 void ShardServer::Shutdown(absl::Duration drain_deadline) {

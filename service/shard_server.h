@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -45,16 +46,20 @@ class Exposer;
 class Registry;
 }  // namespace metrics
 
-class HotTier;
-class RowStore;
+class AdminService;
+class ServingTable;
+class TokenAuth;
 class ShardMetrics;
 class StoreService;
 class StreamServer;
 
 struct ShardServerOptions {
   // Shard directory written by `engramctl import` (shard_map.json,
-  // shard.json, rocksdb/). Required.
+  // shard.json, rocksdb/): the version served at start. Required.
   std::string db_dir;
+  // Where Activate(version) finds other versions, as <versions_dir>/v<N>;
+  // empty = db_dir's parent (the Helm chart's /data/v<N> layout).
+  std::string versions_dir;
   // gRPC address, host:port; port 0 picks a free port (see port()). The
   // default serves every interface on the service's port, as a deployed
   // daemon does; tests pass "127.0.0.1:0".
@@ -70,9 +75,26 @@ struct ShardServerOptions {
   // StreamServerOptions::write_timeout: a row stream client that takes no
   // response for this long is disconnected.
   absl::Duration stream_write_timeout = absl::Seconds(10);
-  // Prometheus /metrics port on the listen address's host; -1 = no metrics
-  // endpoint, 0 = a free port (see metrics_port()).
+  // Prometheus /metrics port; -1 = no metrics endpoint, 0 = a free port
+  // (see metrics_port()). It serves counters and gauges only, never rows.
   int metrics_port = -1;
+  // The host /metrics binds: empty = the listen address's host;
+  // "127.0.0.1" keeps it to this machine (a sidecar or node agent scrapes).
+  std::string metrics_host;
+  // StreamServerOptions::idle_timeout.
+  absl::Duration stream_idle_timeout = absl::Minutes(10);
+
+  // TLS for gRPC and the row stream: the server's certificate chain and
+  // key (PEM); both or neither. With tls_ca_file as well, clients must
+  // present a certificate signed by that CA (mutual TLS).
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_ca_file;
+  // Bearer tokens (service/auth.h): the data token every Lookup and Info
+  // (gRPC and row stream) must carry, and the admin token of the admin
+  // RPCs. Empty = none. Health and reflection (schemas, no data) stay open.
+  std::string auth_token_file;
+  std::string admin_token_file;
   // RAM for rows (hot tier: pinned rows + admission cache). 0 = none, every
   // row is read from RocksDB. At or above the shard's size, every row is
   // pinned.
@@ -113,12 +135,26 @@ struct ShardServerOptions {
   int gather_threads = -1;
   // Lookups with more row ids fail with RESOURCE_EXHAUSTED.
   uint32_t max_rows_per_request = 65536;
+  // Lookups in flight at once (gRPC and row stream together); more are
+  // answered RESOURCE_EXHAUSTED at once (load shedding). 0 = no limit.
+  int max_inflight_requests = 4096;
+  // Lookups in flight on one row stream connection before the server stops
+  // reading its next request (StreamServerOptions::max_inflight_per_connection).
+  int max_inflight_per_connection = 256;
   // How long the daemon's Shutdown() on SIGTERM/SIGINT lets in-flight calls
   // finish (the argument it passes to ShardServer::Shutdown).
   absl::Duration drain_timeout = absl::Seconds(10);
 
   // InvalidArgument naming the first bad field (Start() checks it too).
   absl::Status Validate() const;
+};
+
+// What ShardServer::Activate did.
+struct ActivateResult {
+  uint64_t previous_version = 0;
+  uint64_t version = 0;
+  double load_seconds = 0;   // opening the new version, building its hot tier
+  double drain_seconds = 0;  // waiting for the old version's requests in flight
 };
 
 class ShardServer {
@@ -140,12 +176,26 @@ class ShardServer {
   // The host part of options.listen, as given ("127.0.0.1", "[::]").
   const std::string& listen_host() const { return listen_host_; }
 
-  const ShardMap& shard_map() const;
+  // What is served now (a switch of version changes them).
+  ShardMap shard_map() const;
   uint32_t shard_index() const;
+  uint64_t version() const;
   // How tail rows are read (RowStore::tail_access), for the start-up log.
   std::string tail_access() const;
   // Bytes the hot tier holds now (pinned + cached).
   uint64_t hot_bytes() const;
+
+  // Switches to table version `version`, imported beside the served one
+  // into <versions_dir>/v<version>, while serving (the EngramAdmin/Activate
+  // RPC). The new version is opened and its hot tier built first (the RAM
+  // of both hot tiers is held meanwhile); then new requests are served from
+  // it, in-flight ones finish on the old one, whose files are closed once
+  // they have (or at shutdown, if some last over a minute). Errors, with
+  // the old version still served: NotFound (no such import),
+  // FailedPrecondition (another table, sharding or layer geometry, or a
+  // directory holding another version), the store's errors. Activating the
+  // version served is a no-op. One switch at a time; thread-safe.
+  absl::StatusOr<ActivateResult> Activate(uint64_t version);
 
   // Drains and stops the server within `drain_deadline`: health turns
   // NOT_SERVING; the server keeps serving until no call has been in flight
@@ -159,24 +209,34 @@ class ShardServer {
 
  private:
   ShardServer();
+  // Opens the shard directory `dir` and builds its hot tier; `initial`:
+  // the version served at start (options.hot_profile_path applies to it).
+  static absl::StatusOr<std::shared_ptr<ServingTable>> OpenTable(const ShardServerOptions& options,
+                                                                 const std::string& dir,
+                                                                 bool initial);
   // The steps of Start(), in order.
-  absl::Status OpenData(const ShardServerOptions& options);
-  void StartMetrics();
+  void StartMetrics(const ServingTable& table);
   absl::Status StartGrpc(const ShardServerOptions& options);
 
   // Destroyed bottom-up: the gRPC server and the exposer before what they
   // use.
-  std::unique_ptr<RowStore> store_;
-  std::unique_ptr<HotTier> hot_tier_;
+  ShardServerOptions options_;
+  std::string versions_dir_;
+  std::unique_ptr<TokenAuth> auth_;
   std::shared_ptr<metrics::Registry> registry_;
   std::unique_ptr<ShardMetrics> metrics_;
   uint64_t collect_callback_ = 0;
-  std::unique_ptr<StoreService> service_;
+  std::unique_ptr<StoreService> service_;  // holds the served ServingTable
+  std::unique_ptr<AdminService> admin_;
   std::unique_ptr<StreamServer> stream_;
   std::unique_ptr<metrics::Exposer> exposer_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   std::string listen_host_;
+
+  absl::Mutex activate_mutex_;
+  // Versions switched away from whose requests outlived Activate's wait.
+  std::vector<std::shared_ptr<ServingTable>> retired_ ABSL_GUARDED_BY(activate_mutex_);
 
   absl::Mutex shutdown_mutex_;
   bool shut_down_ ABSL_GUARDED_BY(shutdown_mutex_) = false;

@@ -82,6 +82,7 @@ class ShardServerTest : public ::testing::Test {
                            const std::vector<std::vector<uint64_t>>& ids) {
     v1::LookupRequest request;
     request.set_table(testing::kSmallTableName);
+    request.set_version(testing::kSmallTableVersion);
     std::string expected;
     std::vector<wire::LayerRowIds> raw_layers;
     for (size_t i = 0; i < layers.size(); ++i) {
@@ -101,7 +102,8 @@ class ShardServerTest : public ::testing::Test {
     ASSERT_EQ(response.rows().size(), expected.size());
     EXPECT_TRUE(response.rows() == expected) << "protobuf-decoded rows differ";
 
-    grpc::Slice slice = wire::EncodeLookupRequest("", 0, raw_layers);
+    grpc::Slice slice = wire::EncodeLookupRequest(testing::kSmallTableName,
+                                                  testing::kSmallTableVersion, raw_layers);
     grpc::ByteBuffer raw_response;
     const grpc::Status raw_status =
         testing::RawUnaryCall(*channel, kLookup, grpc::ByteBuffer(&slice, 1), &raw_response);
@@ -236,18 +238,26 @@ TEST_F(ShardServerTest, RejectsBadRequestsWithStatusNamingTheValue) {
   const uint64_t rows0 = map_->layer_rows[0];
   const uint64_t past_end = rows0 + 5;
   const std::vector<BadCase> cases = {
-      {"other table", Request("other", 0, 0, {2}), grpc::StatusCode::FAILED_PRECONDITION,
-       "not \"other\""},
-      {"other version", Request("", testing::kSmallTableVersion + 1, 0, {2}),
+      {"other table", Request("other", testing::kSmallTableVersion, 0, {2}),
+       grpc::StatusCode::FAILED_PRECONDITION, "not \"other\""},
+      {"no table name", Request("", testing::kSmallTableVersion, 0, {2}),
+       grpc::StatusCode::FAILED_PRECONDITION, "must name its table and version"},
+      {"version 0", Request(testing::kSmallTableName, 0, 0, {2}),
+       grpc::StatusCode::FAILED_PRECONDITION, "not version 0"},
+      {"other version", Request(testing::kSmallTableName, testing::kSmallTableVersion + 1, 0, {2}),
        grpc::StatusCode::FAILED_PRECONDITION,
        absl::StrCat("not version ", testing::kSmallTableVersion + 1)},
-      {"unknown layer", Request("", 0, 7, {2}), grpc::StatusCode::INVALID_ARGUMENT,
-       "layer 7 does not exist"},
-      {"row past the end", Request("", 0, 0, {2, past_end}), grpc::StatusCode::INVALID_ARGUMENT,
-       absl::StrCat("row id ", past_end)},
-      {"row of another shard", Request("", 0, 1, {2, 4}), grpc::StatusCode::FAILED_PRECONDITION,
-       "row id 4 of layer 1 belongs to shard 1"},
-      {"too many rows", Request("", 0, 0, {2, 5, 8, 11, 14, 17, 20, 23, 26, 29, 32}),
+      {"unknown layer", Request(testing::kSmallTableName, testing::kSmallTableVersion, 7, {2}),
+       grpc::StatusCode::INVALID_ARGUMENT, "layer 7 does not exist"},
+      {"row past the end",
+       Request(testing::kSmallTableName, testing::kSmallTableVersion, 0, {2, past_end}),
+       grpc::StatusCode::INVALID_ARGUMENT, absl::StrCat("row id ", past_end)},
+      {"row of another shard",
+       Request(testing::kSmallTableName, testing::kSmallTableVersion, 1, {2, 4}),
+       grpc::StatusCode::FAILED_PRECONDITION, "row id 4 of layer 1 belongs to shard 1"},
+      {"too many rows",
+       Request(testing::kSmallTableName, testing::kSmallTableVersion, 0,
+               {2, 5, 8, 11, 14, 17, 20, 23, 26, 29, 32}),
        grpc::StatusCode::RESOURCE_EXHAUSTED, "limit is 10 rows"},
   };
   for (const BadCase& c : cases) {
@@ -256,13 +266,15 @@ TEST_F(ShardServerTest, RejectsBadRequestsWithStatusNamingTheValue) {
     EXPECT_NE(status.error_message().find(c.message_part), std::string::npos)
         << c.name << ": " << status.error_message();
   }
-  // The exact version, version 0, the table name and exactly the limit work.
+  // The table's name and exact version and exactly the limit work.
   EXPECT_TRUE(
       LookupStatus(server->port(), Request(testing::kSmallTableName, testing::kSmallTableVersion, 0,
                                            {2, 5, 8, 11, 14, 17, 20, 23, 26, 29}))
           .ok());
   // So does a request without rows.
-  EXPECT_TRUE(LookupStatus(server->port(), v1::LookupRequest()).ok());
+  EXPECT_TRUE(LookupStatus(server->port(),
+                           Request(testing::kSmallTableName, testing::kSmallTableVersion, 0, {}))
+                  .ok());
 
   // Bytes that are not a LookupRequest.
   grpc::ByteBuffer response;
@@ -332,7 +344,9 @@ TEST_F(ShardServerTest, CorruptSstIsDataLossNotWrongRows) {
       auto stub = v1::EngramStore::NewStub(testing::LocalChannel(server->port()));
       grpc::ClientContext context;
       v1::LookupResponse response;
-      const grpc::Status s = stub->Lookup(&context, Request("", 0, layer, ids), &response);
+      const grpc::Status s = stub->Lookup(
+          &context, Request(testing::kSmallTableName, testing::kSmallTableVersion, layer, ids),
+          &response);
       if (s.error_code() == grpc::StatusCode::DATA_LOSS) {
         ++data_loss;
         continue;
@@ -511,7 +525,8 @@ TEST_F(ShardServerTest, ShutdownDrainsInFlightCalls) {
   const std::vector<uint64_t> ids = RandomOwnedIds(*map_, 0, 2, 60000, rng);
   const std::string expected = ExpectedRows(*table_, 0, ids);
   const wire::LayerRowIds layer{0, ids};
-  grpc::Slice request = wire::EncodeLookupRequest("", 0, {&layer, 1});
+  grpc::Slice request =
+      wire::EncodeLookupRequest(testing::kSmallTableName, testing::kSmallTableVersion, {&layer, 1});
 
   constexpr int kCalls = 4;
   testing::PendingLookups calls(port, grpc::ByteBuffer(&request, 1), kCalls);

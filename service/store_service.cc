@@ -47,17 +47,17 @@ struct StoreService::Call {
   LookupDone done;                  // answers the call
   absl::Time start;
   absl::Time read_start;
+  std::shared_ptr<ServingTable> table;  // the version this call is served from
 };
 
-StoreService::StoreService(RowStore& store, HotTier& hot_tier, ShardMetrics& metrics,
-                           uint32_t max_rows_per_request, int gather_threads)
-    : store_(store),
-      hot_tier_(hot_tier),
+StoreService::StoreService(std::shared_ptr<ServingTable> table, ShardMetrics& metrics,
+                           const StoreServiceLimits& limits, const TokenAuth* auth)
+    : table_(std::move(table)),
       metrics_(metrics),
-      map_(store.shard_map()),
-      shard_index_(store.shard_index()),
-      max_rows_per_request_(max_rows_per_request),
-      gather_pool_(gather_threads) {}
+      max_rows_per_request_(limits.max_rows_per_request),
+      max_inflight_(limits.max_inflight_requests),
+      auth_(auth),
+      gather_pool_(limits.gather_threads) {}
 
 StoreService::~StoreService() = default;
 
@@ -76,30 +76,34 @@ std::unique_ptr<StoreService::Call> StoreService::NewCall() {
 void StoreService::RecycleCall(std::unique_ptr<Call> call) {
   call->response = grpc::Slice();  // the sent ByteBuffer keeps its own ref
   call->done = nullptr;
+  call->table.reset();
   if (call->query.ids.capacity() > kMaxPooledIds) return;
   absl::MutexLock lock(&pool_mutex_);
   if (pool_.size() < kMaxPooledCalls) pool_.push_back(std::move(call));
 }
 
-absl::Status StoreService::Validate(const wire::LookupQuery& query) const {
-  if (!query.table.empty() && query.table != map_.table) {
+absl::Status StoreService::Validate(const ServingTable& table, const wire::LookupQuery& query) {
+  const ShardMap& map = table.map();
+  const uint32_t shard_index = table.shard_index();
+  if (query.table != map.table) {
     return absl::FailedPreconditionError(
-        absl::StrCat("this shard serves table \"", map_.table, "\", not \"", query.table, "\""));
+        absl::StrCat("this shard serves table \"", map.table, "\", not \"", query.table, "\"",
+                     query.table.empty() ? " (a request must name its table and version)" : ""));
   }
-  if (query.version != 0 && query.version != map_.version) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("this shard serves version ", map_.version, " of table \"", map_.table,
-                     "\", not version ", query.version, " (send version 0 to accept any version)"));
+  if (query.version != map.version) {
+    return absl::FailedPreconditionError(absl::StrCat("this shard serves version ", map.version,
+                                                      " of table \"", map.table, "\", not version ",
+                                                      query.version));
   }
-  const size_t n_layers = map_.layer_rows.size();
-  const FastModulo shards(map_.n_shards);  // a per-id divide costs ~0.1 ms a batch
+  const size_t n_layers = map.layer_rows.size();
+  const FastModulo shards(map.n_shards);  // a per-id divide costs ~0.1 ms a batch
   for (const wire::LayerRange& range : query.layers) {
     if (range.layer >= n_layers) {
       return absl::InvalidArgumentError(
-          absl::StrCat("layer ", range.layer, " does not exist: table \"", map_.table, "\" has ",
+          absl::StrCat("layer ", range.layer, " does not exist: table \"", map.table, "\" has ",
                        n_layers, " Engram layers (0..", n_layers - 1, ")"));
     }
-    const uint64_t rows = map_.layer_rows[range.layer];
+    const uint64_t rows = map.layer_rows[range.layer];
     for (size_t i = range.begin; i < range.begin + range.count; ++i) {
       const uint64_t row = query.ids[i];
       if (row >= rows) {
@@ -107,10 +111,10 @@ absl::Status StoreService::Validate(const wire::LookupQuery& query) const {
                                                        " is out of range for layer ", range.layer,
                                                        ", which has ", rows, " rows"));
       }
-      if (shards.Mod(row) != shard_index_) {
+      if (shards.Mod(row) != shard_index) {
         return absl::FailedPreconditionError(absl::StrCat(
-            "row id ", row, " of layer ", range.layer, " belongs to shard ", map_.ShardOf(row),
-            ", not to this shard (", shard_index_, " of ", map_.n_shards, ")"));
+            "row id ", row, " of layer ", range.layer, " belongs to shard ", map.ShardOf(row),
+            ", not to this shard (", shard_index, " of ", map.n_shards, ")"));
       }
     }
   }
@@ -120,9 +124,17 @@ absl::Status StoreService::Validate(const wire::LookupQuery& query) const {
 grpc::ServerUnaryReactor* StoreService::Lookup(grpc::CallbackServerContext* context,
                                                const grpc::ByteBuffer* request,
                                                grpc::ByteBuffer* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (auth_ != nullptr && auth_->data_protected()) {
+    const absl::Status allowed = auth_->CheckMetadata(context->client_metadata(), Role::kData);
+    if (!allowed.ok()) {
+      metrics_.RecordRequest(ShardMetrics::Method::kLookup, allowed.code(), absl::ZeroDuration());
+      reactor->Finish(ToGrpc(allowed));
+      return reactor;
+    }
+  }
   std::unique_ptr<Call> call = NewCall();
   call->start = absl::Now();
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   call->done = [reactor, response](const absl::Status& status, grpc::Slice rows) {
     if (status.ok()) {
       grpc::ByteBuffer buffer(&rows, 1);
@@ -149,13 +161,21 @@ void StoreService::LookupBytes(std::span<const uint8_t> request, LookupDone done
 
 void StoreService::Serve(std::unique_ptr<Call> call, absl::Status status) {
   metrics_.inflight().Increment();
+  const int inflight = inflight_.fetch_add(1, std::memory_order_relaxed) + 1;
   if (status.code() == absl::StatusCode::kResourceExhausted) {
     status = absl::ResourceExhaustedError(
         absl::StrCat(status.message(), "; this server's limit is ", max_rows_per_request_,
                      " rows per request (max_rows_per_request): split the "
                      "batch"));
   }
-  if (status.ok()) status = Validate(call->query);
+  if (status.ok() && max_inflight_ > 0 && inflight > max_inflight_) {
+    status = absl::ResourceExhaustedError(absl::StrCat(
+        "this shard has ", max_inflight_,
+        " Lookups in flight, its limit (--max-inflight-requests): retry on another replica "
+        "or later"));
+  }
+  call->table = table_.load();
+  if (status.ok()) status = Validate(*call->table, call->query);
   if (!status.ok()) {
     Finish(std::move(call), status);
     return;
@@ -170,12 +190,13 @@ void StoreService::Serve(std::unique_ptr<Call> call, absl::Status status) {
   // completion calls, answers it.
   call->read_start = absl::Now();
   Call* pending = call.release();
-  store_.ReadRowsAsync(pending->misses, [this, pending](absl::Status read) {
+  pending->table->store().ReadRowsAsync(pending->misses, [this, pending](absl::Status read) {
     std::unique_ptr<Call> done(pending);
     metrics_.RecordDiskRead(absl::Now() - done->read_start);
     if (read.ok()) {
+      HotTier& tier = done->table->tier();
       for (const RowRef& ref : done->misses) {
-        hot_tier_.Admit(ref.layer, ref.row, ref.dst);
+        tier.Admit(ref.layer, ref.row, ref.dst);
       }
     } else if (read.code() == absl::StatusCode::kDataLoss) {
       metrics_.RecordDataLoss();
@@ -187,24 +208,25 @@ void StoreService::Serve(std::unique_ptr<Call> call, absl::Status status) {
 
 void StoreService::Gather(Call& call) {
   const wire::LookupQuery& query = call.query;
+  const ShardMap& map = call.table->map();
   size_t rows_bytes = 0, total = 0;
   for (const wire::LayerRange& range : query.layers) {
-    rows_bytes += range.count * map_.row_bytes[range.layer];
+    rows_bytes += range.count * map.row_bytes[range.layer];
     total += range.count;
   }
   uint8_t* dst = nullptr;
-  const size_t size = wire::LookupResponseSize(map_.version, rows_bytes);
+  const size_t size = wire::LookupResponseSize(map.version, rows_bytes);
   if (size >= ResponseBufferPool::kMinBytes) {
     uint8_t* out;
     call.response = responses_.Allocate(size, &out);
-    dst = wire::WriteLookupResponseFraming(map_.version, rows_bytes, out);
+    dst = wire::WriteLookupResponseFraming(map.version, rows_bytes, out);
   } else {
-    call.response = wire::NewLookupResponse(map_.version, rows_bytes, &dst);
+    call.response = wire::NewLookupResponse(map.version, rows_bytes, &dst);
   }
   call.range_dst.clear();
   for (const wire::LayerRange& range : query.layers) {
     call.range_dst.push_back(dst);
-    dst += range.count * map_.row_bytes[range.layer];
+    dst += range.count * map.row_bytes[range.layer];
   }
   const size_t parts = std::clamp<size_t>(total / kMinGatherShareRows, 1,
                                           1 + static_cast<size_t>(gather_pool_.helpers()));
@@ -228,6 +250,8 @@ void StoreService::Gather(Call& call) {
 // Ids [lo, hi) of the request, counted over its layer ranges in order.
 void StoreService::GatherRange(Call& call, size_t lo, size_t hi, GatherShare& share) {
   const wire::LookupQuery& query = call.query;
+  const ShardMap& map = call.table->map();
+  HotTier& tier = call.table->tier();
   share.misses.clear();
   share.tiers.assign(query.layers.size(), TierCounts{});
   size_t first = 0;  // of the current range, in [0, total)
@@ -235,12 +259,12 @@ void StoreService::GatherRange(Call& call, size_t lo, size_t hi, GatherShare& sh
     const wire::LayerRange& range = query.layers[i];
     const size_t from = std::max(lo, first), to = std::min(hi, first + range.count);
     if (from >= to) continue;
-    const uint32_t row_bytes = map_.row_bytes[range.layer];
+    const uint32_t row_bytes = map.row_bytes[range.layer];
     const std::span<const uint64_t> rows(query.ids.data() + range.begin + (from - first),
                                          to - from);
     uint8_t* dst = call.range_dst[i] + (from - first) * row_bytes;
     share.miss_index.clear();
-    const HotBatchResult hot = hot_tier_.LookupBatch(range.layer, rows, dst, &share.miss_index);
+    const HotBatchResult hot = tier.LookupBatch(range.layer, rows, dst, &share.miss_index);
     share.tiers[i].pinned += hot.pinned;
     share.tiers[i].cached += hot.cached;
     share.tiers[i].disk += share.miss_index.size();
@@ -252,14 +276,16 @@ void StoreService::GatherRange(Call& call, size_t lo, size_t hi, GatherShare& sh
 
 void StoreService::Finish(std::unique_ptr<Call> call, const absl::Status& status) {
   if (status.ok()) {
+    const ShardMap& map = call->table->map();
     const wire::LookupQuery& query = call->query;
     for (size_t i = 0; i < query.layers.size(); ++i) {
       const wire::LayerRange& range = query.layers[i];
-      metrics_.RecordRows(range.layer, call->tiers[i], range.count * map_.row_bytes[range.layer]);
+      metrics_.RecordRows(range.layer, call->tiers[i], range.count * map.row_bytes[range.layer]);
     }
   }
   metrics_.RecordRequest(ShardMetrics::Method::kLookup, status.code(), absl::Now() - call->start);
   metrics_.inflight().Decrement();
+  inflight_.fetch_sub(1, std::memory_order_relaxed);
   const LookupDone done = std::move(call->done);
   grpc::Slice response = std::move(call->response);
   RecycleCall(std::move(call));
@@ -272,16 +298,28 @@ grpc::ServerUnaryReactor* StoreService::Info(grpc::CallbackServerContext* contex
                                              const v1::InfoRequest* /*request*/,
                                              v1::InfoResponse* response) {
   const absl::Time start = absl::Now();
-  response->set_table(map_.table);
-  response->set_version(map_.version);
-  response->set_shard_index(shard_index_);
-  response->set_n_shards(map_.n_shards);
-  for (uint64_t rows : map_.layer_rows) response->add_layer_rows(rows);
-  for (uint32_t bytes : map_.row_bytes) response->add_row_bytes(bytes);
-  response->set_hot_bytes(hot_tier_.pinned_bytes() + hot_tier_.cached_bytes());
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (auth_ != nullptr && auth_->data_protected()) {
+    const absl::Status allowed = auth_->CheckMetadata(context->client_metadata(), Role::kData);
+    if (!allowed.ok()) {
+      metrics_.RecordRequest(ShardMetrics::Method::kInfo, allowed.code(), absl::Now() - start);
+      reactor->Finish(ToGrpc(allowed));
+      return reactor;
+    }
+  }
+  const std::shared_ptr<ServingTable> table = table_.load();
+  const ShardMap& map = table->map();
+  const uint32_t shard_index = table->shard_index();
+  HotTier& tier = table->tier();
+  response->set_table(map.table);
+  response->set_version(map.version);
+  response->set_shard_index(shard_index);
+  response->set_n_shards(map.n_shards);
+  for (uint64_t rows : map.layer_rows) response->add_layer_rows(rows);
+  for (uint32_t bytes : map.row_bytes) response->add_row_bytes(bytes);
+  response->set_hot_bytes(tier.pinned_bytes() + tier.cached_bytes());
   response->set_stream_port(static_cast<uint32_t>(stream_port_.load()));
   metrics_.RecordRequest(ShardMetrics::Method::kInfo, absl::StatusCode::kOk, absl::Now() - start);
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }

@@ -10,7 +10,10 @@
 // request's disk reads never hold up another request's hot hits.
 //
 // Every request is validated completely before any row is touched; a bad
-// request gets a status naming the bad value and never partial rows.
+// request gets a status naming the bad value and never partial rows. With
+// tokens (service/auth.h), a call without the data token is refused before
+// it is parsed; past max_inflight_requests, a Lookup is answered
+// RESOURCE_EXHAUSTED at once.
 //
 // The row stream (service/stream_server.h) serves the same Lookup through
 // LookupBytes.
@@ -34,8 +37,10 @@
 #include "absl/synchronization/mutex.h"
 #include "engram/v1/engram_store.grpc.pb.h"
 #include "proto/wire.h"
+#include "service/auth.h"
 #include "service/gather_pool.h"
 #include "service/response_pool.h"
+#include "service/serving_table.h"
 #include "service/shard_metrics.h"
 #include "shard/hot_tier.h"
 #include "shard/row_store.h"
@@ -44,13 +49,22 @@ namespace engram {
 
 struct GatherShare;  // one part of a request's gather
 
+// What a StoreService refuses (RESOURCE_EXHAUSTED) and how it gathers.
+struct StoreServiceLimits {
+  uint32_t max_rows_per_request = 65536;
+  // Lookups in flight at once, gRPC and row stream; 0 = no limit.
+  int max_inflight_requests = 0;
+  // GatherPool helpers for large requests' hot rows.
+  int gather_threads = 0;
+};
+
 class StoreService final : public v1::EngramStore::WithRawCallbackMethod_Lookup<
                                v1::EngramStore::WithCallbackMethod_Info<v1::EngramStore::Service>> {
  public:
-  // REQUIRES: store, hot_tier and metrics outlive the service.
-  // `gather_threads`: GatherPool helpers for large requests' hot rows.
-  StoreService(RowStore& store, HotTier& hot_tier, ShardMetrics& metrics,
-               uint32_t max_rows_per_request, int gather_threads);
+  // Serves `table` until SwapTable. `auth`: the tokens Lookup and Info need
+  // (nullptr: none). REQUIRES: metrics and auth outlive the service.
+  StoreService(std::shared_ptr<ServingTable> table, ShardMetrics& metrics,
+               const StoreServiceLimits& limits, const TokenAuth* auth);
   ~StoreService() override;
 
   grpc::ServerUnaryReactor* Lookup(grpc::CallbackServerContext* context,
@@ -73,9 +87,18 @@ class StoreService final : public v1::EngramStore::WithRawCallbackMethod_Lookup<
   // The row stream's port, for InfoResponse.stream_port (0 = none).
   void set_stream_port(int port) { stream_port_.store(port); }
 
-  // Checks a parsed request against what this shard serves (table, version,
-  // layers, row ranges, row ownership). Public for tests.
-  absl::Status Validate(const wire::LookupQuery& query) const;
+  // The table served now (Lookups that started before a swap keep theirs).
+  std::shared_ptr<ServingTable> table() const { return table_.load(); }
+  // Serves `next` from the next request on; returns the table it replaces,
+  // which requests in flight still hold.
+  std::shared_ptr<ServingTable> SwapTable(std::shared_ptr<ServingTable> next) {
+    return table_.exchange(std::move(next));
+  }
+
+  // Checks a parsed request against what `table` serves: the table's name
+  // and version exactly (FAILED_PRECONDITION otherwise: rows of another
+  // version are never served), layers, row ranges, row ownership.
+  static absl::Status Validate(const ServingTable& table, const wire::LookupQuery& query);
 
  private:
   struct Call;  // the state of one Lookup, pooled
@@ -92,12 +115,12 @@ class StoreService final : public v1::EngramStore::WithRawCallbackMethod_Lookup<
   // hot rows and reads the rest; Finish answers it.
   void Serve(std::unique_ptr<Call> call, absl::Status parsed);
 
-  RowStore& store_;
-  HotTier& hot_tier_;
+  std::atomic<std::shared_ptr<ServingTable>> table_;
   ShardMetrics& metrics_;
-  const ShardMap& map_;
-  const uint32_t shard_index_;
   const uint32_t max_rows_per_request_;
+  const int max_inflight_;
+  const TokenAuth* const auth_;
+  std::atomic<int> inflight_{0};
 
   std::atomic<int> stream_port_{0};
   ResponseBufferPool responses_;

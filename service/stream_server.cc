@@ -33,8 +33,24 @@ struct StreamServer::Connection {
   absl::Mutex mu;
   int fd ABSL_GUARDED_BY(mu) = -1;
   int inflight ABSL_GUARDED_BY(mu) = 0;
-  absl::Mutex write_mu;  // one response at a time on the socket
-  int write_fd = -1;     // == fd while the connection is open
+  absl::Mutex write_mu;                                   // one response at a time on the socket
+  int write_fd = -1;                                      // == fd while the connection is open
+  std::unique_ptr<TlsSession> tls;                        // set before the hello, when TLS is on
+  std::vector<uint8_t> sealed ABSL_GUARDED_BY(write_mu);  // TLS records to send
+
+  // Reads n bytes of the stream (plaintext, through TLS when on). The
+  // connection's thread only.
+  bool Read(void* buf, size_t n, bool quick_ack = false) {
+    return tls != nullptr ? tls->ReadFull(buf, n) : ReadFull(write_fd, buf, n, quick_ack);
+  }
+  // Writes iov[0, n) whole. REQUIRES: write_mu held.
+  bool WriteLocked(iovec* iov, int n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu) {
+    if (tls == nullptr) return WriteFull(write_fd, iov, n);
+    sealed.clear();
+    if (!tls->Seal(iov, n, &sealed)) return false;
+    iovec records = {sealed.data(), sealed.size()};
+    return WriteFull(write_fd, &records, 1);
+  }
 
   // Sends one response; a failed write ends the connection.
   void Respond(uint32_t id, const absl::Status& status, const grpc::Slice& rows) {
@@ -53,7 +69,14 @@ struct StreamServer::Connection {
     header.payload_bytes = iov[1].iov_len;
     stream::EncodeHeader(header, head);
     absl::MutexLock lock(&write_mu);
-    if (!WriteFull(write_fd, iov, 2)) ::shutdown(write_fd, SHUT_RDWR);  // wakes the reader
+    if (!WriteLocked(iov, 2)) ::shutdown(write_fd, SHUT_RDWR);  // wakes the reader
+  }
+  // Blocks while `limit` Lookups of this connection are in flight: the
+  // next request stays in the socket, and TCP's window holds the client.
+  void AwaitRoom(int limit) {
+    absl::MutexLock lock(&mu);
+    auto room = [this, limit]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return inflight < limit; };
+    mu.Await(absl::Condition(&room));
   }
   void BeginLookup() {
     absl::MutexLock lock(&mu);
@@ -146,24 +169,21 @@ void StreamServer::AcceptLoop() {
 void StreamServer::Serve(Connection* c) {
   const int fd = c->write_fd;
   SetNoDelay(fd);
+  bool open = true;
+  if (options_.tls != nullptr) {
+    absl::StatusOr<std::unique_ptr<TlsSession>> tls =
+        TlsSession::Handshake(*options_.tls, fd, "", options_.hello_timeout);
+    open = tls.ok();
+    if (open) c->tls = std::move(*tls);
+  }
   SetTimeout(fd, SO_SNDTIMEO, options_.write_timeout);
   SetTimeout(fd, SO_RCVTIMEO, options_.hello_timeout);
-  uint8_t hello[stream::kHelloBytes];
-  bool open = ReadFull(fd, hello, sizeof(hello));
-  if (open) {
-    absl::StatusOr<uint32_t> version = stream::DecodeHello(hello);
-    open = version.ok();
-    if (open) {
-      stream::EncodeHello(std::min(*version, stream::kVersion), hello);
-      iovec iov = {hello, sizeof(hello)};
-      absl::MutexLock lock(&c->write_mu);
-      open = WriteFull(fd, &iov, 1);
-    }
-  }
-  SetTimeout(fd, SO_RCVTIMEO, absl::ZeroDuration());  // none from here on
+  open = open && Hello(c);
+  SetTimeout(fd, SO_RCVTIMEO, options_.idle_timeout);
   std::vector<uint8_t> payload;
   uint8_t head[stream::kHeaderBytes];
-  while (open && ReadFull(fd, head, sizeof(head), /*quick_ack=*/true)) {
+  while (open && (c->AwaitRoom(options_.max_inflight_per_connection), true) &&
+         c->Read(head, sizeof(head), /*quick_ack=*/true)) {
     const stream::FrameHeader header = stream::DecodeHeader(head);
     if (header.word != stream::kLookup) {
       c->Respond(header.id,
@@ -182,7 +202,7 @@ void StreamServer::Serve(Connection* c) {
       break;
     }
     if (payload.size() < header.payload_bytes) payload.resize(header.payload_bytes);
-    if (!ReadFull(fd, payload.data(), header.payload_bytes, /*quick_ack=*/true)) break;
+    if (!c->Read(payload.data(), header.payload_bytes, /*quick_ack=*/true)) break;
     c->BeginLookup();
     const uint32_t id = header.id;
     service_->LookupBytes(std::span<const uint8_t>(payload.data(), header.payload_bytes),
@@ -201,6 +221,31 @@ void StreamServer::Serve(Connection* c) {
   }
   metrics_->stream_connections().Decrement();
   c->finished.store(true);
+}
+
+bool StreamServer::Hello(Connection* c) {
+  uint8_t hello[stream::kHelloBytes];
+  if (!c->Read(hello, sizeof(hello))) return false;
+  absl::StatusOr<uint32_t> version = stream::DecodeHello(hello);
+  absl::StatusOr<uint32_t> token_bytes = stream::DecodeHelloTokenBytes(hello);
+  if (!version.ok() || !token_bytes.ok()) return false;
+  std::string token(*token_bytes, '\0');
+  if (!token.empty() && !c->Read(token.data(), token.size())) return false;
+  stream::EncodeHello(std::min(*version, stream::kVersion), hello);
+  {
+    iovec iov = {hello, sizeof(hello)};
+    absl::MutexLock lock(&c->write_mu);
+    if (!c->WriteLocked(&iov, 1)) return false;
+  }
+  if (options_.auth != nullptr) {
+    const absl::Status allowed = options_.auth->Check(token, Role::kData);
+    if (!allowed.ok()) {
+      metrics_->RecordRequest(ShardMetrics::Method::kLookup, allowed.code(), absl::ZeroDuration());
+      c->Respond(stream::kConnectionError, allowed, grpc::Slice());
+      return false;
+    }
+  }
+  return true;
 }
 
 void StreamServer::ReapLocked() {

@@ -7,7 +7,9 @@
 // waits for disk reads is written by the RocksDB reader that finished them.
 // A bad request gets an error response and the connection stays open; a
 // malformed frame gets one (when its id is known) and the connection is
-// closed.
+// closed. With TLS, the handshake comes first and every byte after it is
+// TLS records; with tokens, a hello without the right one gets the
+// connection's error (UNAUTHENTICATED) and the connection is closed.
 //
 // Thread-safe. The service must outlive the server; Shutdown() (also run by
 // the destructor) returns once every connection is closed and every
@@ -26,6 +28,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/tls.h"
+#include "service/auth.h"
 #include "service/shard_metrics.h"
 #include "service/store_service.h"
 
@@ -46,6 +50,20 @@ struct StreamServerOptions {
   // closed (a client that stops reading cannot hold a thread, or a
   // shutdown, for ever).
   absl::Duration write_timeout = absl::Seconds(10);
+  // After the hello, a connection that sends no byte for this long is
+  // closed once its in-flight Lookups have answered (and so is one that
+  // stops mid-frame). Clients reconnect when they next need the stream.
+  absl::Duration idle_timeout = absl::Minutes(10);
+  // Lookups of one connection in flight at once; beyond them the server
+  // reads no further request from the connection until one has answered
+  // (back-pressure through TCP: a client's burst waits, it is not refused).
+  int max_inflight_per_connection = 256;
+  // TLS (common/tls.h) when set: a server context; the TLS handshake must
+  // finish within hello_timeout.
+  std::shared_ptr<TlsContext> tls;
+  // The tokens a client's hello must carry (service/auth.h); nullptr or
+  // one without a data token: none. REQUIRES: outlives the server.
+  const TokenAuth* auth = nullptr;
 };
 
 class StreamServer {
@@ -70,6 +88,9 @@ class StreamServer {
   StreamServer(const StreamServerOptions& options, StoreService* service, ShardMetrics* metrics);
   void AcceptLoop();
   void Serve(Connection* c);
+  // Reads the client's hello (and token), answers it and checks the
+  // token. False: the connection is to be closed.
+  bool Hello(Connection* c);
   // Joins the threads of finished connections. REQUIRES: mu_ held.
   void ReapLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

@@ -226,7 +226,7 @@ TEST_F(StreamServerTest, AMalformedFrameIsAnsweredThenTheConnectionCloses) {
   ::close(fd);
 }
 
-TEST_F(StreamServerTest, HellosAreCheckedAndANewerClientIsAnsweredWithVersionOne) {
+TEST_F(StreamServerTest, HellosAreCheckedAndANewerClientIsAnsweredWithTheServersVersion) {
   absl::StatusOr<int> fd = ConnectTcp("127.0.0.1", server_->stream_port(), absl::Seconds(5));
   ASSERT_TRUE(fd.ok());
   Send(*fd, "GET / HTTP/1.1\r\n\r\n", 18);  // not our protocol
@@ -239,7 +239,7 @@ TEST_F(StreamServerTest, HellosAreCheckedAndANewerClientIsAnsweredWithVersionOne
   stream::EncodeHello(7, hello);
   Send(*fd, hello, sizeof(hello));
   ASSERT_TRUE(ReadFull(*fd, hello, sizeof(hello)));
-  EXPECT_EQ(*stream::DecodeHello(hello), 1u);
+  EXPECT_EQ(*stream::DecodeHello(hello), stream::kVersion);
   ::close(*fd);
 }
 

@@ -160,6 +160,8 @@ TEST_F(ShardClusterTest, MetricsPassPromtool) {
   const std::vector<uint64_t> ids = testing::RandomOwnedIds(*map_, 0, 0, 50, rng);
   auto stub = v1::EngramStore::NewStub(testing::LocalChannel(shards_[0]->port()));
   v1::LookupRequest request;
+  request.set_table(testing::kSmallTableName);
+  request.set_version(testing::kSmallTableVersion);
   v1::LayerRows* layer = request.add_layers();
   for (uint64_t id : ids) layer->add_row_ids(id);
   grpc::ClientContext context;
@@ -191,7 +193,8 @@ TEST_F(ShardClusterTest, SigtermDrainsInFlightCalls) {
   const std::vector<uint64_t> ids = testing::RandomOwnedIds(*map_, 1, 1, 60000, rng);
   const std::string expected = testing::ExpectedRows(*table_, 1, ids);
   const wire::LayerRowIds layer{1, ids};
-  grpc::Slice slice = wire::EncodeLookupRequest("", 0, {&layer, 1});
+  grpc::Slice slice =
+      wire::EncodeLookupRequest(testing::kSmallTableName, testing::kSmallTableVersion, {&layer, 1});
   const grpc::ByteBuffer request(&slice, 1);
 
   constexpr int kCalls = 4;

@@ -59,4 +59,23 @@ void PendingLookups::ExpectEveryRowsEqual(const std::string& expected) {
   }
 }
 
+void PendingLookups::CountOkAndRefused(const std::string& expected, grpc::StatusCode code, int* ok,
+                                       int* refused) {
+  *ok = *refused = 0;
+  std::string rows(expected.size(), '\0');
+  for (auto& c : calls_) {
+    c->done.WaitForNotification();
+    if (c->status.error_code() == code) {
+      ++*refused;
+      continue;
+    }
+    ASSERT_TRUE(c->status.ok()) << c->status.error_message();
+    ASSERT_TRUE(wire::DecodeLookupResponse(c->response,
+                                           {reinterpret_cast<uint8_t*>(rows.data()), rows.size()})
+                    .ok());
+    EXPECT_TRUE(rows == expected);
+    ++*ok;
+  }
+}
+
 }  // namespace engram::testing

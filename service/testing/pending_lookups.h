@@ -27,6 +27,10 @@ class PendingLookups {
   // Waits for every call and checks that each returned OK with exactly
   // `expected` as its rows.
   void ExpectEveryRowsEqual(const std::string& expected);
+  // Waits for every call; counts those that returned OK with exactly
+  // `expected` as their rows (*ok) and those that failed with `code`
+  // (*refused), and checks that no call did anything else.
+  void CountOkAndRefused(const std::string& expected, grpc::StatusCode code, int* ok, int* refused);
 
  private:
   struct Call;

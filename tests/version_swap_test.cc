@@ -1,0 +1,230 @@
+// Switching a serving shard to another table version (EngramAdmin/Activate)
+// under load: only the admin token may, a bad target changes nothing, no
+// request ever gets rows of a version it did not ask for, and the old
+// version's files are closed after the switch.
+#include <dirent.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "client/engram_client.h"
+#include "common/table.h"
+#include "common/table_gen.h"
+#include "engram/v1/engram_store.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "service/shard_server.h"
+#include "service/testing/server_test_util.h"
+#include "shard/importer.h"
+
+namespace engram {
+namespace {
+
+constexpr char kDataToken[] = "data-token-0123456789abcdef";
+constexpr char kAdminToken[] = "admin-token-0123456789abcdef";
+
+// Generates version `version` of the small table (rows from `seed`) and
+// imports shard `index` of `n_shards` of it into `out`.
+void MakeVersion(const testing::TempDir& root, uint64_t version, uint64_t seed, uint32_t n_shards,
+                 uint32_t index, const std::string& out) {
+  GenTableOptions gen;
+  gen.out_dir = root.Sub(absl::StrCat("table-v", version));
+  gen.preset = "small";
+  gen.engram_vocab_size = testing::kSmallVocab;
+  gen.table_name = testing::kSmallTableName;
+  gen.version = version;
+  gen.seed = seed;
+  ASSERT_TRUE(GenerateTable(gen, nullptr).ok());
+  ImportOptions import;
+  import.table_dir = gen.out_dir;
+  import.n_shards = n_shards;
+  import.shard_index = index;
+  import.out_dir = out;
+  ASSERT_TRUE(ImportShard(import, nullptr).ok());
+}
+
+// The files this process has open or mapped under `dir`.
+std::vector<std::string> OpenFilesUnder(const std::string& dir) {
+  std::vector<std::string> found;
+  if (DIR* d = ::opendir("/proc/self/fd")) {
+    while (dirent* e = ::readdir(d)) {
+      char target[4096];
+      const std::string link = absl::StrCat("/proc/self/fd/", e->d_name);
+      const ssize_t n = ::readlink(link.c_str(), target, sizeof(target) - 1);
+      if (n > 0 && absl::StartsWith(std::string(target, n), dir + "/")) {
+        found.push_back(std::string(target, n));
+      }
+    }
+    ::closedir(d);
+  }
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);) {
+    if (absl::StrContains(line, dir + "/")) found.push_back(line);
+  }
+  return found;
+}
+
+class VersionSwapTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    MakeVersion(root_, 3, 7, 1, 0, root_.Sub("v3"));
+    MakeVersion(root_, 4, 8, 1, 0, root_.Sub("v4"));
+    MakeVersion(root_, 5, 9, 2, 1, root_.Sub("v5"));  // another sharding
+    std::ofstream(root_.Sub("token")) << kDataToken << "\n";
+    std::ofstream(root_.Sub("admin-token")) << kAdminToken << "\n";
+    ShardServerOptions o;
+    o.db_dir = root_.Sub("v3");
+    o.listen = "127.0.0.1:0";
+    o.metrics_port = 0;
+    o.auth_token_file = root_.Sub("token");
+    o.admin_token_file = root_.Sub("admin-token");
+    o.ram_budget_bytes = 8192;  // most rows from RocksDB: requests in flight on disk reads
+    absl::StatusOr<std::unique_ptr<ShardServer>> server = ShardServer::Start(o);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+  }
+
+  grpc::Status Activate(uint64_t version, const std::string& token,
+                        v1::ActivateResponse* response = nullptr) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    if (!token.empty()) context.AddMetadata("authorization", "Bearer " + token);
+    v1::ActivateRequest request;
+    request.set_version(version);
+    v1::ActivateResponse ignored;
+    return v1::EngramAdmin::NewStub(testing::LocalChannel(server_->port()))
+        ->Activate(&context, request, response != nullptr ? response : &ignored);
+  }
+
+  std::unique_ptr<EngramClient> Client(uint64_t version) {
+    ClientOptions o;
+    o.table_dir = root_.Sub(absl::StrCat("table-v", version));
+    o.shard_map_path = root_.Sub(absl::StrCat("v", version, "/shard_map.json"));
+    o.shard_addresses = {{absl::StrCat("127.0.0.1:", server_->port())}};
+    o.auth_token = kDataToken;
+    o.rpc_deadline = absl::Seconds(5);
+    absl::StatusOr<std::unique_ptr<EngramClient>> c = EngramClient::Create(o);
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? std::move(*c) : nullptr;
+  }
+
+  // One step of 32 tokens; OK only if every row equals `table`'s.
+  static absl::Status RunStep(EngramClient& client, const TableReader& table, uint64_t seed) {
+    std::unique_ptr<Sequence> seq = client.NewSequence();
+    Sequence* ptr = seq.get();
+    std::mt19937_64 rng(seed);
+    std::vector<int64_t> tokens(32);
+    for (int64_t& t : tokens) t = static_cast<int64_t>(rng() % 250);
+    const std::vector<int64_t> start = {0};
+    absl::StatusOr<Step> step = client.Prefetch({std::span(&ptr, 1), start, 32, tokens, {}});
+    if (!step.ok()) return step.status();
+    const int L = client.n_layers(), C = client.n_cols();
+    for (int l = 0; l < L; ++l) {
+      const size_t row_bytes = table.manifest().layers[l].row_bytes;
+      std::vector<uint8_t> out(32 * C * row_bytes);
+      if (absl::Status s = step->Wait(l, RowFormat::kRaw, out); !s.ok()) return s;
+      std::vector<uint64_t> ids;
+      for (int64_t p = 0; p < 32; ++p) {
+        for (int c = 0; c < C; ++c) ids.push_back(step->row_ids()[(p * L + l) * C + c]);
+      }
+      if (std::string(out.begin(), out.end()) != testing::ExpectedRows(table, l, ids)) {
+        return absl::DataLossError(absl::StrCat("layer ", l, ": rows of another version"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  testing::TempDir root_{"version_swap_test"};
+  std::unique_ptr<ShardServer> server_;
+};
+
+TEST_F(VersionSwapTest, OnlyTheAdminTokenMayActivateAndBadTargetsChangeNothing) {
+  EXPECT_EQ(Activate(4, "").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(Activate(4, "not-a-token-0123456789").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  const grpc::Status data = Activate(4, kDataToken);
+  EXPECT_EQ(data.error_code(), grpc::StatusCode::PERMISSION_DENIED) << data.error_message();
+  EXPECT_TRUE(absl::StrContains(data.error_message(), "admin token")) << data.error_message();
+  const grpc::Status missing = Activate(99, kAdminToken);
+  EXPECT_EQ(missing.error_code(), grpc::StatusCode::NOT_FOUND) << missing.error_message();
+  EXPECT_TRUE(absl::StrContains(missing.error_message(), root_.Sub("v99")))
+      << missing.error_message();
+  const grpc::Status other = Activate(5, kAdminToken);
+  EXPECT_EQ(other.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << other.error_message();
+  EXPECT_EQ(Activate(0, kAdminToken).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  // Still version 3, serving version 3's rows.
+  EXPECT_EQ(server_->version(), 3u);
+  absl::StatusOr<std::unique_ptr<TableReader>> v3 = TableReader::Open(root_.Sub("table-v3"));
+  ASSERT_TRUE(v3.ok());
+  std::unique_ptr<EngramClient> client = Client(3);
+  ASSERT_NE(client, nullptr);
+  EXPECT_TRUE(RunStep(*client, **v3, 1).ok());
+  // The same version again is a no-op.
+  EXPECT_TRUE(Activate(3, kAdminToken).ok());
+}
+
+TEST_F(VersionSwapTest, SwitchUnderLoadNeverServesRowsOfAnotherVersion) {
+  absl::StatusOr<std::unique_ptr<TableReader>> v3 = TableReader::Open(root_.Sub("table-v3"));
+  absl::StatusOr<std::unique_ptr<TableReader>> v4 = TableReader::Open(root_.Sub("table-v4"));
+  ASSERT_TRUE(v3.ok() && v4.ok());
+  std::unique_ptr<EngramClient> old_client = Client(3);
+  ASSERT_NE(old_client, nullptr);
+  ASSERT_TRUE(RunStep(*old_client, **v3, 1).ok());
+
+  // Steps of version 3 in a loop while the switch happens.
+  std::atomic<bool> stop{false};
+  std::atomic<int> ok{0}, refused{0}, wrong{0}, other{0};
+  std::string other_error;
+  std::thread load([&] {
+    for (uint64_t i = 0; !stop.load(); ++i) {
+      const absl::Status s = RunStep(*old_client, **v3, i);
+      if (s.ok()) {
+        ++ok;
+      } else if (s.code() == absl::StatusCode::kFailedPrecondition) {
+        ++refused;
+      } else if (s.code() == absl::StatusCode::kDataLoss) {
+        ++wrong;
+      } else if (other++ == 0) {
+        other_error = s.ToString();
+      }
+    }
+  });
+  while (ok.load() < 20) absl::SleepFor(absl::Milliseconds(1));
+  v1::ActivateResponse response;
+  const grpc::Status activated = Activate(4, kAdminToken, &response);
+  ASSERT_TRUE(activated.ok()) << activated.error_message();
+  EXPECT_EQ(response.previous_version(), 3u);
+  EXPECT_EQ(response.version(), 4u);
+  const int ok_at_switch = ok.load();
+  while (refused.load() < 5) absl::SleepFor(absl::Milliseconds(1));
+  stop.store(true);
+  load.join();
+  EXPECT_EQ(wrong.load(), 0) << "a step got rows of version 4 while asking for version 3";
+  EXPECT_EQ(other.load(), 0) << other_error;
+  EXPECT_GE(ok_at_switch, 20);
+  EXPECT_LE(ok.load(), ok_at_switch + 1) << "version 3 served after the switch";
+
+  // Version 4 is served, to a client asking for it.
+  EXPECT_EQ(server_->version(), 4u);
+  std::unique_ptr<EngramClient> new_client = Client(4);
+  ASSERT_NE(new_client, nullptr);
+  for (uint64_t i = 0; i < 5; ++i) EXPECT_TRUE(RunStep(*new_client, **v4, i).ok());
+  absl::StatusOr<std::string> page = testing::HttpGet(server_->metrics_port(), "/metrics");
+  ASSERT_TRUE(page.ok());
+  EXPECT_EQ(testing::MetricValue(*page, "engram_shard_table_version"), 4);
+
+  // Version 3's files are closed and unmapped.
+  const std::vector<std::string> open = OpenFilesUnder(root_.Sub("v3"));
+  EXPECT_TRUE(open.empty()) << open.size() << " still open, e.g. " << open.front();
+  EXPECT_TRUE(OpenFilesUnder(root_.Sub("v4")).size() > 0);
+}
+
+}  // namespace
+}  // namespace engram
