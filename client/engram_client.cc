@@ -399,8 +399,9 @@ void EngramClient::Impl::SendLayers(StepState& st, int first, int last) {
         grpc::Slice slice = wire::EncodeLookupRequest(shard_map.table, version, request);
         StepState* stp = &st;
         const uint64_t want = version;
+        const size_t response_bytes = wire::LookupResponseSize(want, chunk->rows_bytes());
         auto rpc = std::make_unique<ShardRpc>(
-            channels.get(), &counters, &latency, s, std::move(slice),
+            channels.get(), &counters, &latency, s, std::move(slice), response_bytes,
             [chunk, want](const grpc::ByteBuffer& resp) { return DecodeChunk(resp, want, chunk); },
             [stp, chunk](const absl::Status& status) { stp->OnRpcDone(*chunk, status); },
             [stp] { stp->OnRpcQuiet(); });

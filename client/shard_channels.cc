@@ -137,13 +137,14 @@ int ShardChannels::NextChannel(int shard, int replica) {
 }
 
 ShardRpc::ShardRpc(ShardChannels* channels, RpcCounters* counters, LatencyWindow* latency,
-                   int shard, grpc::Slice request, DecodeFn decode, DoneFn on_done,
-                   QuietFn on_quiet)
+                   int shard, grpc::Slice request, size_t response_bytes, DecodeFn decode,
+                   DoneFn on_done, QuietFn on_quiet)
     : channels_(channels),
       counters_(counters),
       latency_window_(latency),
       shard_(shard),
       request_slice_(std::move(request)),
+      response_bytes_(response_bytes),
       request_(&request_slice_, 1),
       decode_(std::move(decode)),
       on_done_(std::move(on_done)),
@@ -190,7 +191,8 @@ void ShardRpc::Launch(Attempt* a) {
   a->channel = channels_->NextChannel(shard_, a->replica);
   if (StreamConnection* stream = channels_->Stream(shard_, a->replica, a->channel)) {
     a->stream.store(stream);
-    stream->Send(a, request_slice_, a->start + policy_.deadline);  // may call UseGrpc
+    stream->Send(a, request_slice_, response_bytes_,
+                 a->start + policy_.deadline);  // may call UseGrpc
     return;
   }
   LaunchGrpc(a);

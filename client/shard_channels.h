@@ -145,8 +145,11 @@ class ShardRpc {
   using DoneFn = std::function<void(const absl::Status&)>;
   using QuietFn = std::function<void()>;
 
+  // `response_bytes`: the exact size of a right answer (a row stream
+  // response that claims more is refused before anything is allocated).
   ShardRpc(ShardChannels* channels, RpcCounters* counters, LatencyWindow* latency, int shard,
-           grpc::Slice request, DecodeFn decode, DoneFn on_done, QuietFn on_quiet);
+           grpc::Slice request, size_t response_bytes, DecodeFn decode, DoneFn on_done,
+           QuietFn on_quiet);
   ~ShardRpc();
 
   // Sends the first attempt (replica `first_replica`, then the others in
@@ -198,7 +201,8 @@ class ShardRpc {
   LatencyWindow* const latency_window_;
   const int shard_;
   const grpc::Slice request_slice_;  // the serialized LookupRequest (row stream)
-  const grpc::ByteBuffer request_;   // the same bytes, for gRPC
+  const size_t response_bytes_;
+  const grpc::ByteBuffer request_;  // the same bytes, for gRPC
   const DecodeFn decode_;
   const DoneFn on_done_;
   const QuietFn on_quiet_;

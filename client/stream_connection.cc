@@ -1,5 +1,7 @@
 #include "client/stream_connection.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -9,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <random>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -78,8 +81,37 @@ void StreamBufferPool::Put(Buffer* b) {
 
 namespace {
 
-// A response larger than this is a broken stream, not a response.
-constexpr uint64_t kMaxResponseBytes = uint64_t{1} << 31;
+// A response larger than this is a broken stream, not a response (the
+// size of an answer to a call still waiting is checked exactly).
+constexpr uint64_t kMaxResponseBytes = uint64_t{256} << 20;
+
+// A peer that goes quiet is found out without waiting for calls: TCP
+// keepalive probes an idle connection, and data left unacknowledged for
+// kUserTimeout fails the socket (a partitioned or frozen host).
+constexpr int kKeepIdleSeconds = 5, kKeepIntervalSeconds = 1, kKeepCount = 3;
+constexpr absl::Duration kUserTimeout = absl::Seconds(3);
+
+// Bounds how long a frame may stall mid-way on a live connection, and arms
+// keepalive: the reader never blocks for good on a peer frozen mid-reply.
+void SetLiveness(int fd, absl::Duration stall) {
+  timeval tv = absl::ToTimeval(stall);
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  const int on = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on));
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &kKeepIdleSeconds, sizeof(int));
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &kKeepIntervalSeconds, sizeof(int));
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &kKeepCount, sizeof(int));
+  const unsigned int user_timeout_ms =
+      static_cast<unsigned int>(absl::ToInt64Milliseconds(kUserTimeout));
+  ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof(user_timeout_ms));
+}
+
+// `d` times a factor in [0.8, 1.2): reconnects of many clients to one
+// restarted shard spread out.
+absl::Duration Jittered(absl::Duration d) {
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  return d * std::uniform_real_distribution<double>(0.8, 1.2)(rng);
+}
 
 // The reader's longest poll: a call sent meanwhile with a later deadline
 // needs no wake-up, it is looked at when the poll returns.
@@ -134,7 +166,8 @@ void StreamConnection::Wake() {
   if (wake_fd_ >= 0) (void)!::write(wake_fd_, &one, sizeof(one));
 }
 
-void StreamConnection::Send(StreamCall* call, const grpc::Slice& request, absl::Time deadline) {
+void StreamConnection::Send(StreamCall* call, const grpc::Slice& request, size_t response_bytes,
+                            absl::Time deadline) {
   absl::Status fail;
   bool use_grpc = false, wake = false;
   {
@@ -153,7 +186,7 @@ void StreamConnection::Send(StreamCall* call, const grpc::Slice& request, absl::
       case State::kConnecting:
       case State::kReady:
         wake = deadline < poll_until_;
-        outstanding_.push_back(Outstanding{next_id_, call, deadline, request});
+        outstanding_.push_back(Outstanding{next_id_, call, response_bytes, deadline, request});
         if (++next_id_ == stream::kConnectionError) next_id_ = 1;
         if (state_ == State::kReady) {
           WriteOrQueueLocked(outstanding_.back());
@@ -196,6 +229,13 @@ StreamCall* StreamConnection::TakeLocked(uint32_t id) {
     }
   }
   return nullptr;
+}
+
+size_t StreamConnection::ExpectedBytesLocked(uint32_t id) const {
+  for (const Outstanding& o : outstanding_) {
+    if (o.id == id) return o.response_bytes;
+  }
+  return 0;
 }
 
 std::vector<StreamCall*> StreamConnection::TakeAllLocked() {
@@ -368,8 +408,8 @@ absl::Status StreamConnection::Greet(int fd) {
     failed = StreamError(absl::StrCat("the shard answers with version ", *v,
                                       "; this client speaks version ", stream::kVersion));
   }
-  tv = timeval{};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  // From here a receive that stalls mid-frame for connect_timeout fails.
+  SetLiveness(fd, options_.connect_timeout);
   return failed;
 }
 
@@ -426,7 +466,7 @@ void StreamConnection::Run() {
     for (StreamCall* call : rerouted) call->UseGrpc();
     if (!fd.ok()) {
       absl::MutexLock lock(&mu_);
-      if (mu_.AwaitWithTimeout(absl::Condition(&stopping), backoff)) return;
+      if (mu_.AwaitWithTimeout(absl::Condition(&stopping), Jittered(backoff))) return;
       if (state_ == State::kBackoff) state_ = State::kConnecting;  // kFallback stays
       backoff = std::min(backoff * 2, options_.max_backoff);
       continue;
@@ -496,8 +536,17 @@ absl::Status StreamConnection::ReadLoop(int fd) {
     }
     const stream::FrameHeader header = stream::DecodeHeader(head);
     if (header.word == 0) {
-      if (header.payload_bytes > kMaxResponseBytes) {
-        return absl::InternalError(absl::StrCat("a response of ", header.payload_bytes, " bytes"));
+      size_t expected;
+      {
+        absl::MutexLock lock(&mu_);
+        expected = ExpectedBytesLocked(header.id);
+      }
+      // A call cancelled or expired meanwhile expects nothing: its answer,
+      // if sane, is read and dropped.
+      if (header.payload_bytes > kMaxResponseBytes ||
+          (expected != 0 && header.payload_bytes != expected)) {
+        return absl::InternalError(absl::StrCat("a response of ", header.payload_bytes,
+                                                " bytes where ", expected, " were due"));
       }
       StreamBufferPool::Buffer* b = options_.buffers->Get(header.payload_bytes);
       if (!Read(fd, StreamBufferPool::Data(b), header.payload_bytes, /*quick_ack=*/true)) {

@@ -104,8 +104,11 @@ class StreamConnection {
   StreamConnection& operator=(const StreamConnection&) = delete;
 
   // Sends `request` (a serialized LookupRequest) for `call`, to be answered
-  // by `deadline`. The request slice is referenced until written.
-  void Send(StreamCall* call, const grpc::Slice& request, absl::Time deadline);
+  // by `deadline` with a response of `response_bytes` (a frame claiming
+  // another size ends the connection before anything is allocated). The
+  // request slice is referenced until written.
+  void Send(StreamCall* call, const grpc::Slice& request, size_t response_bytes,
+            absl::Time deadline);
   // Fails `call` with CANCELLED if it is still outstanding (its response,
   // if one comes, is dropped).
   void Cancel(StreamCall* call);
@@ -117,6 +120,7 @@ class StreamConnection {
   struct Outstanding {
     uint32_t id;
     StreamCall* call;
+    size_t response_bytes;
     absl::Time deadline;
     grpc::Slice request;  // until queued for writing (then empty)
   };
@@ -142,6 +146,8 @@ class StreamConnection {
   // Removes the call with `id` (nullptr when there is none) or every call
   // from outstanding_.
   StreamCall* TakeLocked(uint32_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The response size the call with `id` expects, or 0 when there is none.
+  size_t ExpectedBytesLocked(uint32_t id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<StreamCall*> TakeAllLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Removes the calls whose deadline is at or before `now`.
   std::vector<StreamCall*> TakeExpiredLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
