@@ -3,7 +3,7 @@ BUILD   ?= build
 JOBS    ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all setup build test demo bench image format clean
+.PHONY: all setup build test demo bench image format clean fuzz
 
 all: build
 
@@ -29,6 +29,11 @@ bench: build
 # daemon): scripts/image.sh, docs/operations.md.
 image: build
 	@bash scripts/image.sh $(BUILD)
+
+# libFuzzer targets of fuzz/, FUZZ_SECONDS (default 30) each, in build-fuzz/
+# with clang: scripts/fuzz.sh, docs/reliability.md.
+fuzz:
+	@FUZZ_SECONDS=$(or $(FUZZ_SECONDS),30) bash scripts/fuzz.sh
 
 # Rewrites every C++ file of the tree in the style of .clang-format.
 format:

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "common/file_util.h"
 #include "common/status_macros.h"
 
@@ -23,7 +24,7 @@ void Put(std::string* out, T v) {
 template <typename T>
 T Take(const char* p) {
   T v = 0;
-  for (size_t i = sizeof(T); i-- > 0;) v = v << 8 | static_cast<uint8_t>(p[i]);
+  for (size_t i = sizeof(T); i > 0; --i) v = v << 8 | static_cast<uint8_t>(p[i - 1]);
   return v;
 }
 
@@ -35,8 +36,7 @@ bool HotProfileOrder(const HotProfileEntry& a, const HotProfileEntry& b) {
   return a.row < b.row;
 }
 
-absl::Status WriteHotProfile(const std::string& path, std::vector<HotProfileEntry> entries) {
-  std::sort(entries.begin(), entries.end(), HotProfileOrder);
+std::string EncodeHotProfile(const std::vector<HotProfileEntry>& entries) {
   std::string buf;
   buf.reserve(kHeaderBytes + entries.size() * kEntryBytes);
   buf.append(kHotProfileMagic, 4);
@@ -47,15 +47,25 @@ absl::Status WriteHotProfile(const std::string& path, std::vector<HotProfileEntr
     Put<uint64_t>(&buf, e.row);
     Put<uint64_t>(&buf, e.count);
   }
-  return WriteFileAtomically(path, buf);
+  return buf;
 }
 
-absl::StatusOr<std::vector<HotProfileEntry>> ReadHotProfile(const std::string& path,
-                                                            const ShardMap& map, uint32_t shard) {
-  ASSIGN_OR_RETURN(std::string data, ReadFileToString(path));
-  auto corrupt = [&](const std::string& what) {
+absl::Status WriteHotProfile(const std::string& path, std::vector<HotProfileEntry> entries) {
+  std::sort(entries.begin(), entries.end(), HotProfileOrder);
+  return WriteFileAtomically(path, EncodeHotProfile(entries));
+}
+
+absl::StatusOr<std::vector<HotProfileEntry>> ParseHotProfile(std::string_view data,
+                                                             const ShardMap& map, uint32_t shard,
+                                                             std::string_view what_sv) {
+  const absl::string_view what(what_sv.data(), what_sv.size());
+  if (absl::Status s = map.Validate(); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("hot profile ", what, ": checked against an invalid ", s.message()));
+  }
+  auto corrupt = [&](const std::string& problem) {
     return absl::DataLossError(
-        absl::StrCat("hot profile ", path, ": ", what,
+        absl::StrCat("hot profile ", what, ": ", problem,
                      "; re-run engramctl import --profile-trace into a new directory"));
   };
   if (data.size() < kHeaderBytes || std::memcmp(data.data(), kHotProfileMagic, 4) != 0) {
@@ -85,6 +95,12 @@ absl::StatusOr<std::vector<HotProfileEntry>> ReadHotProfile(const std::string& p
     }
   }
   return out;
+}
+
+absl::StatusOr<std::vector<HotProfileEntry>> ReadHotProfile(const std::string& path,
+                                                            const ShardMap& map, uint32_t shard) {
+  ASSIGN_OR_RETURN(std::string data, ReadFileToString(path));
+  return ParseHotProfile(data, map, shard, path);
 }
 
 }  // namespace engram

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -36,12 +37,21 @@ struct HotProfileEntry {
 // File order: count descending, then (layer, row) ascending.
 bool HotProfileOrder(const HotProfileEntry& a, const HotProfileEntry& b);
 
+// The file bytes of `entries`, which must be in file order.
+std::string EncodeHotProfile(const std::vector<HotProfileEntry>& entries);
+
 // Sorts `entries` into file order and writes them atomically.
 absl::Status WriteHotProfile(const std::string& path, std::vector<HotProfileEntry> entries);
 
-// Reads and checks a profile: magic, version, length, order, and (given a
-// map) that every row exists and belongs to `shard`. DataLoss for a
-// truncated or corrupt file.
+// Checks and decodes the bytes of a profile: magic, version, length, order
+// (which also rules out a row listed twice), and that every row exists in
+// `map` and belongs to `shard`. DataLoss for a truncated or corrupt file,
+// InvalidArgument for an invalid map; messages start with "hot profile
+// <what>". Allocates only what the length of `data` justifies.
+absl::StatusOr<std::vector<HotProfileEntry>> ParseHotProfile(std::string_view data,
+                                                             const ShardMap& map, uint32_t shard,
+                                                             std::string_view what);
+// ParseHotProfile of the file at `path` (NotFound if absent).
 absl::StatusOr<std::vector<HotProfileEntry>> ReadHotProfile(const std::string& path,
                                                             const ShardMap& map, uint32_t shard);
 

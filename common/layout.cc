@@ -1,11 +1,9 @@
 #include "common/layout.h"
 
-#include <fstream>
-#include <limits>
-#include <sstream>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/file_util.h"
+#include "common/json_parse.h"
 #include "common/layout_json.h"
 #include "common/status_macros.h"
 
@@ -64,8 +62,12 @@ absl::Status HashLayout::Validate() const {
   const int L = n_layers();
   if (vocab_size <= 0) return Bad("vocab_size must be positive");
   if (L <= 0) return Bad("engram_layer_ids must name at least one layer");
-  if (max_ngram_size < 2) return Bad("max_ngram_size must be at least 2");
-  if (n_heads < 1) return Bad("n_heads must be at least 1");
+  if (max_ngram_size < 2 || max_ngram_size > kMaxNgramSize) {
+    return Bad(absl::StrCat("max_ngram_size must be in 2..", kMaxNgramSize));
+  }
+  if (n_heads < 1 || n_heads > kMaxHeads) {
+    return Bad(absl::StrCat("n_heads must be in 1..", kMaxHeads));
+  }
   if (pad_id < 0) return Bad("pad_id must be >= 0");
   if (static_cast<int64_t>(token_map.size()) != vocab_size) {
     return Bad(
@@ -101,9 +103,10 @@ absl::Status HashLayout::Validate() const {
           return Bad(absl::StrCat("primes", at, "[", o, "][", h, "] must be >= 1"));
         }
         if (off < 0 || off > table_rows[l] - p) {
-          return Bad(absl::StrCat("slot (layer ", l, ", order ", o + 2, ", head ", h, ") = [", off,
-                                  ", ", off + p, ") falls outside the layer's ", table_rows[l],
-                                  " rows"));
+          // off + p may not fit an int64: name the two parts.
+          return Bad(absl::StrCat("slot (layer ", l, ", order ", o + 2, ", head ", h,
+                                  ") at offset ", off, " with prime ", p,
+                                  " falls outside the layer's ", table_rows[l], " rows"));
         }
       }
     }
@@ -118,10 +121,12 @@ absl::StatusOr<HashLayout> LayoutFromJsonValue(const json& j) {
   if (!(v = GetInt(j, "vocab_size")).ok()) return v.status();
   out.vocab_size = *v;
   if (!(v = GetInt(j, "max_ngram_size")).ok()) return v.status();
-  if (*v < 2 || *v > 64) return Bad("max_ngram_size must be in 2..64");
+  if (*v < 2 || *v > kMaxNgramSize) {
+    return Bad(absl::StrCat("max_ngram_size must be in 2..", kMaxNgramSize));
+  }
   out.max_ngram_size = static_cast<int>(*v);
   if (!(v = GetInt(j, "n_heads")).ok()) return v.status();
-  if (*v < 1 || *v > 4096) return Bad("n_heads must be in 1..4096");
+  if (*v < 1 || *v > kMaxHeads) return Bad(absl::StrCat("n_heads must be in 1..", kMaxHeads));
   out.n_heads = static_cast<int>(*v);
   if (!(v = GetInt(j, "pad_id")).ok()) return v.status();
   out.pad_id = *v;
@@ -167,20 +172,22 @@ json LayoutToJsonValue(const HashLayout& layout) {
 }
 
 absl::StatusOr<HashLayout> HashLayout::FromJson(std::string_view json_text) {
-  json j = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Bad("not valid JSON");
-  return LayoutFromJsonValue(j);
+  absl::StatusOr<json> j = ParseJson(json_text);
+  if (!j.ok()) return Bad(j.status().message());
+  return LayoutFromJsonValue(*j);
 }
 
 absl::StatusOr<HashLayout> HashLayout::FromFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::NotFoundError(absl::StrCat("cannot open layout file ", path));
+  absl::StatusOr<std::string> text = ReadFileToString(path);
+  if (!text.ok()) {
+    return absl::Status(text.status().code(),
+                        absl::StrCat("cannot read layout file: ", text.status().message()));
   }
-  json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": not valid JSON"));
+  absl::StatusOr<json> parsed = ParseJson(*text);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", parsed.status().message()));
   }
+  json j = *std::move(parsed);
   if (const json* inner = j.is_object() ? Member(j, "layout") : nullptr) {
     j = *inner;
   }

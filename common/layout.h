@@ -17,6 +17,11 @@
 
 namespace engram {
 
+// Bounds Validate enforces (the hasher keeps an n-gram's look-back on the
+// stack; n_cols() must fit an int).
+inline constexpr int kMaxNgramSize = 64;
+inline constexpr int kMaxHeads = 4096;
+
 // Immutable once validated; safe to share between threads for reading.
 struct HashLayout {
   int64_t vocab_size = 0;                 // token ids are 0..vocab_size-1
@@ -38,13 +43,14 @@ struct HashLayout {
   // Prime (bucket count) and offset of column `col` of layer `layer`.
   int64_t prime(int layer, int col) const { return primes[layer][col / n_heads][col % n_heads]; }
 
-  // Checks every invariant the hasher relies on: array shapes, token_map
-  // values in range, pad_id >= 0, primes >= 1, each slot [offset, offset+prime)
-  // inside [0, table_rows). Returns InvalidArgument naming the first problem.
+  // Checks every invariant the hasher relies on: max_ngram_size and n_heads
+  // within the bounds above, array shapes, token_map values in range,
+  // pad_id >= 0, primes >= 1, each slot [offset, offset+prime) inside
+  // [0, table_rows). Returns InvalidArgument naming the first problem.
   absl::Status Validate() const;
 
-  // Parses the JSON text of a layout object (the golden `layout` form) and
-  // validates it.
+  // Parses the JSON text of a layout object (the golden `layout` form,
+  // nested at most kMaxJsonDepth deep) and validates it.
   static absl::StatusOr<HashLayout> FromJson(std::string_view json_text);
   // Reads a JSON file that is either a layout object, or an object with a
   // member "layout" (a golden file or a table manifest).

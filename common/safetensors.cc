@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "common/json_parse.h"
 #include "common/status_macros.h"
 
 namespace engram {
@@ -89,8 +90,12 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(std::string_view file_p
   while (!text.empty() && (text.back() == ' ' || text.back() == '\0')) {
     text.remove_suffix(1);
   }
-  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Invalid(what, "safetensors header is not JSON");
+  absl::StatusOr<json> parsed = ParseJson(text);
+  if (!parsed.ok()) {
+    return Invalid(what,
+                   absl::StrCat("safetensors header is not JSON: ", parsed.status().message()));
+  }
+  const json& j = *parsed;
   if (!j.is_object()) {
     return Invalid(what, "safetensors header is not a JSON object");
   }
@@ -130,6 +135,10 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(std::string_view file_p
       t.shape.push_back(dim);
       overflow = overflow || __builtin_mul_overflow(numel, dim, &numel);
     }
+    if (overflow) {
+      return Invalid(what, absl::StrCat(at, " shape [", absl::StrJoin(t.shape, ","),
+                                        "] has more than 2^64 elements"));
+    }
     auto off = v.find("data_offsets");
     if (off == v.end() || !off->is_array() || off->size() != 2) {
       return Invalid(what, absl::StrCat(at, " has no data_offsets [begin, end]"));
@@ -149,10 +158,10 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(std::string_view file_p
     }
     if (const int bits = SafetensorsDtypeBits(t.dtype); bits > 0) {
       uint64_t nbits = 0;
-      if (overflow || __builtin_mul_overflow(numel, static_cast<uint64_t>(bits), &nbits)) {
+      if (__builtin_mul_overflow(numel, static_cast<uint64_t>(bits), &nbits)) {
         return Invalid(what, absl::StrCat(at, " shape is too large"));
       }
-      const uint64_t want = (nbits + 7) / 8;
+      const uint64_t want = nbits / 8 + (nbits % 8 != 0);  // (nbits + 7) / 8 could wrap
       if (want != t.num_bytes()) {
         return Invalid(
             what, absl::StrCat(at, " shape [", absl::StrJoin(t.shape, ","), "] of ", t.dtype,

@@ -53,7 +53,8 @@ int SafetensorsDtypeBits(std::string_view dtype);
 // Parses a header. `file_prefix` must hold at least the first 8 + N bytes of
 // the file (the length word and the JSON). Checks: N <= 100 MB and 8 + N <=
 // file_size; valid JSON object; every tensor has a string dtype, a shape of
-// non-negative integers and data_offsets [begin, end] with begin <= end;
+// non-negative integers whose product fits 64 bits and data_offsets
+// [begin, end] with begin <= end; JSON nested at most kMaxJsonDepth deep;
 // tensor ranges neither overlap nor extend past file_size; for a known dtype
 // the byte extent equals ceil(elements * bits / 8). Unknown dtypes are
 // accepted (other tensors of a real checkpoint are tolerated). Errors are

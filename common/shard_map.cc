@@ -1,9 +1,11 @@
 #include "common/shard_map.h"
 
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
+#include "common/json_parse.h"
 #include "common/status_macros.h"
 
 namespace engram {
@@ -15,7 +17,7 @@ absl::Status Bad(const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat("shard map: ", what));
 }
 
-// Reads an array of unsigned integers from j[key] into out.
+// Reads an array of unsigned integers from j[key] into out; each must fit T.
 template <typename T>
 absl::Status GetUints(const json& j, const char* key, std::vector<T>* out) {
   auto it = j.find(key);
@@ -26,7 +28,12 @@ absl::Status GetUints(const json& j, const char* key, std::vector<T>* out) {
     if (!v.is_number_unsigned()) {
       return Bad(absl::StrCat("\"", key, "\" must hold non-negative integers only"));
     }
-    out->push_back(static_cast<T>(v.get<uint64_t>()));
+    const uint64_t x = v.get<uint64_t>();
+    if (x > std::numeric_limits<T>::max()) {
+      return Bad(absl::StrCat("\"", key, "\"[", out->size(), "] = ", x, " exceeds ",
+                              std::numeric_limits<T>::max()));
+    }
+    out->push_back(static_cast<T>(x));
   }
   return absl::OkStatus();
 }
@@ -76,8 +83,10 @@ std::string ShardMap::ToJson() const {
 }
 
 absl::StatusOr<ShardMap> ShardMap::FromJson(std::string_view text) {
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return Bad("not a JSON object");
+  absl::StatusOr<json> parsed = ParseJson(text);
+  if (!parsed.ok()) return Bad(std::string(parsed.status().message()));
+  json& j = *parsed;
+  if (!j.is_object()) return Bad("not a JSON object");
   ShardMap m;
   auto table = j.find("table");
   if (table == j.end() || !table->is_string()) {

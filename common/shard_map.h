@@ -58,7 +58,8 @@ struct ShardMap {
   // table non-empty, version >= 1, n_shards >= 1, one row_bytes per layer,
   // rows and layers within the key encoding, replicas empty or n_shards long.
   absl::Status Validate() const;
-  // Parses and validates shard_map.json text.
+  // Parses and validates shard_map.json text (nested at most
+  // kMaxJsonDepth deep; every integer within its field's type).
   static absl::StatusOr<ShardMap> FromJson(std::string_view text);
   static absl::StatusOr<ShardMap> Load(const std::string& path);
   // Atomic: writes a temporary file, then renames it over `path`.

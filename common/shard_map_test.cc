@@ -99,6 +99,51 @@ TEST(ShardMapTest, ValidateNamesTheProblem) {
   EXPECT_FALSE(ShardMap::FromJson(R"({"table":"t","version":-1})").ok());
 }
 
+TEST(ShardMapTest, MalformedJsonIsNamed) {
+  const struct {
+    const char* what;
+    const char* json;
+    const char* message;
+  } cases[] = {
+      {"not JSON", "{", "shard map: not valid JSON"},
+      {"an array", "[1]", "shard map: not a JSON object"},
+      {"table a number", R"({"table":1})", "\"table\" must be a string"},
+      {"version negative", R"({"table":"t","version":-1})",
+       "\"version\" must be a non-negative integer"},
+      {"n_shards over 32 bits", R"({"table":"t","version":1,"n_shards":4294967296})",
+       "n_shards is too large"},
+      // Was cast to uint32_t: 2^32 + 66 became 66 and the map was accepted.
+      {"row_bytes over 32 bits",
+       R"({"table":"t","version":1,"n_shards":2,"layer_rows":[10],"row_bytes":[4294967362]})",
+       "\"row_bytes\"[0] = 4294967362 exceeds 4294967295"},
+      {"layer_rows over 2^48",
+       R"({"table":"t","version":1,"n_shards":2,"layer_rows":[281474976710657],"row_bytes":[1]})",
+       "layer_rows[0] = 281474976710657 is outside 1..2^48"},
+      {"replicas not arrays",
+       R"({"table":"t","version":1,"n_shards":1,"layer_rows":[1],"row_bytes":[1],"replicas":[1]})",
+       "\"replicas\" must be an array of arrays"},
+      {"replica address a number",
+       R"({"table":"t","version":1,"n_shards":1,"layer_rows":[1],"row_bytes":[1],)"
+       R"("replicas":[[7070]]})",
+       "replica addresses must be strings"},
+  };
+  for (const auto& c : cases) {
+    const absl::StatusOr<ShardMap> m = ShardMap::FromJson(c.json);
+    EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument)
+        << c.what << ": " << m.status();
+    EXPECT_NE(m.status().message().find(c.message), std::string::npos)
+        << c.what << ": " << m.status();
+  }
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  const absl::Status s =
+      ShardMap::FromJson(R"({"table":"t","version":1,"n_shards":1,"layer_rows":[1],)"
+                         R"("row_bytes":[1],"x":)" +
+                         deep + "}")
+          .status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("JSON nested deeper than 64 levels"), std::string::npos) << s;
+}
+
 TEST(ShardMapTest, KeysSortInLayerRowOrder) {
   std::vector<std::pair<uint32_t, uint64_t>> rows = {
       {0, 0}, {0, 1}, {0, 255}, {0, 256}, {0, (1ull << 48) - 1}, {1, 0}, {2, 7}};

@@ -182,8 +182,9 @@ absl::StatusOr<std::unique_ptr<TableWriter>> TableWriter::Create(const std::stri
     l.checksum.clear();
     if (l.weight_tensor.empty()) l.weight_tensor = EngramWeightTensorName(l.layer_id);
     if (l.scale_tensor.empty()) l.scale_tensor = EngramScaleTensorName(l.layer_id);
-    if (l.row_bytes == 0 && l.scale_block > 0) {
-      l.row_bytes = l.head_dim + l.head_dim / l.scale_block;
+    if (l.row_bytes == 0) {
+      const int64_t row_bytes = table_internal::StoredRowBytes(l.head_dim, l.scale_block);
+      if (row_bytes <= INT32_MAX) l.row_bytes = static_cast<int>(row_bytes);  // else Validate says
     }
   }
   if (manifest.rows_file.empty()) manifest.rows_file = kDefaultRowsFile;

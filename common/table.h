@@ -71,13 +71,15 @@ struct TableManifest {
   // Reads and validates <table_dir>/manifest.json (NotFound if absent,
   // InvalidArgument naming the problem otherwise).
   static absl::StatusOr<TableManifest> Load(const std::string& table_dir);
-  // Parses manifest JSON text and validates it (checksums required).
+  // Parses manifest JSON text (nested at most kMaxJsonDepth deep) and
+  // validates it (checksums required).
   static absl::StatusOr<TableManifest> FromJson(std::string_view text);
 
   // Validates the layout and the layers against it: one layer per layout
   // layer, index/layer_id/rows matching the layout, head_dim/scale_block/
-  // row_bytes consistent, tensor names and rows_file non-empty (rows_file a
-  // plain relative path). With require_checksums, every checksum must be
+  // row_bytes consistent (computed without int overflow), the layers' rows
+  // summing within 64 bits, tensor names and rows_file non-empty (rows_file
+  // a plain relative path). With require_checksums, every checksum must be
   // well-formed.
   absl::Status Validate(bool require_checksums) const;
 

@@ -4,6 +4,7 @@
 #define ENGRAM_COMMON_TABLE_INTERNAL_H_
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <initializer_list>
 #include <string>
@@ -22,6 +23,12 @@ inline absl::Status ErrnoStatus(absl::string_view what, int err) {
 inline std::string JoinPath(const std::string& dir, const std::string& name) {
   if (dir.empty()) return name;
   return dir.back() == '/' ? dir + name : dir + "/" + name;
+}
+
+// head_dim + head_dim / scale_block computed in 64 bits, so no int of a
+// manifest can overflow it; 0 unless scale_block > 0.
+inline int64_t StoredRowBytes(int head_dim, int scale_block) {
+  return scale_block > 0 ? int64_t{head_dim} + head_dim / scale_block : 0;
 }
 
 // The first error of a list of statuses, or OK.

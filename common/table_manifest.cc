@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "common/json_parse.h"
 #include "common/layout_json.h"
 #include "common/status_macros.h"
 #include "common/table_internal.h"
@@ -26,6 +27,7 @@ using nlohmann::json;
 using table_internal::ErrnoStatus;
 using table_internal::FirstError;
 using table_internal::JoinPath;
+using table_internal::StoredRowBytes;
 
 absl::Status Bad(absl::string_view msg) {
   return absl::InvalidArgumentError(absl::StrCat("table manifest: ", msg));
@@ -155,7 +157,8 @@ absl::StatusOr<TableManifest> TableManifest::ForLayout(std::string table, uint64
     l.rows = static_cast<uint64_t>(m.layout.table_rows[i]);
     l.head_dim = head_dim;
     l.scale_block = scale_block;
-    l.row_bytes = scale_block > 0 ? head_dim + head_dim / scale_block : 0;
+    const int64_t row_bytes = StoredRowBytes(head_dim, scale_block);
+    l.row_bytes = row_bytes <= INT32_MAX ? static_cast<int>(row_bytes) : 0;
     l.weight_tensor = EngramWeightTensorName(l.layer_id);
     l.scale_tensor = EngramScaleTensorName(l.layer_id);
     m.layers.push_back(std::move(l));
@@ -175,6 +178,7 @@ absl::Status TableManifest::Validate(bool require_checksums) const {
     return Bad(absl::StrCat("has ", layers.size(), " layers, the layout has ", layout.n_layers()));
   }
   std::set<std::string> names;
+  uint64_t total_rows = 0;
   for (size_t i = 0; i < layers.size(); ++i) {
     const LayerInfo& l = layers[i];
     const std::string at = absl::StrCat("layers[", i, "] (layer_id ", l.layer_id, "): ");
@@ -193,7 +197,10 @@ absl::Status TableManifest::Validate(bool require_checksums) const {
       return Bad(absl::StrCat(at, "head_dim ", l.head_dim,
                               " must be a positive multiple of scale_block ", l.scale_block));
     }
-    if (l.row_bytes != l.head_dim + l.head_dim / l.scale_block) {
+    if (__builtin_add_overflow(total_rows, l.rows, &total_rows)) {
+      return Bad(absl::StrCat(at, "the layers hold more than 2^64 rows in total"));
+    }
+    if (l.row_bytes != StoredRowBytes(l.head_dim, l.scale_block)) {
       return Bad(
           absl::StrCat(at, "row_bytes ", l.row_bytes, " != head_dim + ", "head_dim / scale_block"));
     }
@@ -235,8 +242,9 @@ std::string TableManifest::ToJson() const {
 }
 
 absl::StatusOr<TableManifest> TableManifest::FromJson(std::string_view text) {
-  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Bad("not valid JSON");
+  absl::StatusOr<json> parsed = ParseJson(text);
+  if (!parsed.ok()) return Bad(parsed.status().message());
+  const json& j = *parsed;
   if (!j.is_object()) return Bad("not a JSON object");
   TableManifest m;
   std::string format;

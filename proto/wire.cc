@@ -180,6 +180,16 @@ bool ReadLength(Reader& r, size_t limit, size_t* length, size_t* end) {
   return true;
 }
 
+// Reads the next tag of a message. As protobuf's parser: a tag is a varint
+// of at most 5 bytes whose value is cut to its low 32 bits; false for a
+// longer one or field number 0.
+bool ReadTag(Reader& r, uint64_t* tag) {
+  const size_t start = r.position();
+  if (!r.ReadVarint(tag) || r.position() - start > 5) return false;
+  *tag &= 0xffffffffu;
+  return (*tag >> 3) != 0;
+}
+
 // Skips the payload of a field with `tag` (already read), as protobuf skips
 // unknown fields.
 bool SkipField(Reader& r, uint64_t tag, size_t limit, int depth) {
@@ -201,7 +211,7 @@ bool SkipField(Reader& r, uint64_t tag, size_t limit, int depth) {
       const uint64_t end_tag = (tag & ~uint64_t{7}) | kEndGroup;
       while (r.position() < limit) {
         uint64_t inner;
-        if (!r.ReadVarint(&inner) || (inner >> 3) == 0) return false;
+        if (!ReadTag(r, &inner)) return false;
         if (inner == end_tag) return true;
         if (!SkipField(r, inner, limit, depth + 1)) return false;
       }
@@ -210,12 +220,6 @@ bool SkipField(Reader& r, uint64_t tag, size_t limit, int depth) {
     default:  // a stray end-group, or wire types 6 and 7
       return false;
   }
-}
-
-// Reads the next tag of a message ending at `limit`. False at a malformed
-// tag (field number 0, or more than 32 bits as protobuf requires).
-bool ReadTag(Reader& r, uint64_t* tag) {
-  return r.ReadVarint(tag) && (*tag >> 3) != 0 && *tag <= 0xffffffffu;
 }
 
 absl::Status ParseLayerRows(Reader& r, size_t end, size_t max_rows, LookupQuery* query) {

@@ -244,6 +244,36 @@ TEST(WireRequest, RejectsMalformedInput) {
   }
 }
 
+// Found by wire_response_fuzz: protobuf reads a tag of up to 5 varint bytes
+// and keeps its low 32 bits; the codec refused any tag over 32 bits.
+TEST(WireRequest, FiveByteTagsAreCutTo32BitsAsProtobufCutsThem) {
+  // Field 2 (version) varint, as 0x7'0000'0010 in 5 bytes, then 7; and the
+  // same tag in 6 bytes, which protobuf refuses.
+  const std::string five("\x90\x80\x80\x80\x70\x07", 6);
+  const std::string six("\x90\x80\x80\x80\x80\x00\x07", 7);
+  // A layer whose row id 5 has such a tag, inside a group whose end tag
+  // has one too.
+  const std::string layer("\x90\x80\x80\x80\x10\x05", 6);
+  const std::string group("\x0b\x08\x01\x8c\x80\x80\x80\x20", 8);
+  const std::string nested = RawWriter().Bytes(3, layer + group).Done();
+  LookupQuery query;
+  for (const std::string& ok : {five, nested}) {
+    v1::LookupRequest proto;
+    ASSERT_TRUE(proto.ParseFromString(ok));
+    const absl::Status s = ParseLookupRequest(Bytes(ok), kNoLimit, &query);
+    ASSERT_TRUE(s.ok()) << s;
+    EXPECT_EQ(FromQuery(query), FromProto(proto));
+  }
+  EXPECT_EQ(query.ids, std::vector<uint64_t>{5});
+  ASSERT_TRUE(ParseLookupRequest(Bytes(five), kNoLimit, &query).ok());
+  EXPECT_EQ(query.version, 7u);
+  v1::LookupRequest proto;
+  EXPECT_FALSE(proto.ParseFromString(six));
+  const absl::Status s = ParseLookupRequest(Bytes(six), kNoLimit, &query);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("malformed LookupRequest: bad tag"), std::string::npos) << s;
+}
+
 TEST(WireRequest, RowLimit) {
   const std::string bytes = ToProto(Flat{"", 0, {{0, {1, 2, 3}}, {1, {4, 5}}}}).SerializeAsString();
   LookupQuery query;
@@ -353,6 +383,21 @@ TEST(WireResponse, SkipsUnknownFieldsAndLastRowsWins) {
   EXPECT_EQ(*version, proto.version());
   EXPECT_EQ(out, proto.rows());
   EXPECT_EQ(out, "second");
+}
+
+TEST(WireResponse, FiveByteTagsAreCutTo32BitsAsProtobufCutsThem) {
+  // wire_response_fuzz's input, minimised: field 1 (version) 9 under a tag
+  // of 5 bytes, then the rows.
+  const std::string bytes =
+      std::string("\x88\x80\x80\x80\x70\x09", 6) + RawWriter().Bytes(2, "rows").Done();
+  v1::LookupResponse proto;
+  ASSERT_TRUE(proto.ParseFromString(bytes));
+  std::string out(4, '\0');
+  const absl::StatusOr<uint64_t> version =
+      DecodeLookupResponse(Bytes(bytes), {reinterpret_cast<uint8_t*>(out.data()), out.size()});
+  ASSERT_TRUE(version.ok()) << version.status();
+  EXPECT_EQ(*version, 9u);
+  EXPECT_EQ(out, "rows");
 }
 
 TEST(WireResponse, WrongRowSizeAndTruncationAreErrors) {

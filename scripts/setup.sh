@@ -22,6 +22,8 @@ PACKAGES=(
   python3 python3-yaml
   # make image (scripts/image.sh): buildah, a static shell for the image.
   buildah busybox-static binutils ca-certificates
+  # TLS (OpenSSL), and make fuzz (scripts/fuzz.sh): clang with libFuzzer.
+  libssl-dev clang libclang-rt-14-dev
 )
 
 missing=()

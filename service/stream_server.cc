@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <deque>
 #include <utility>
 #include <vector>
 
@@ -35,21 +36,100 @@ struct StreamServer::Connection {
   int inflight ABSL_GUARDED_BY(mu) = 0;
   absl::Mutex write_mu;                                   // one response at a time on the socket
   int write_fd = -1;                                      // == fd while the connection is open
+  std::thread::id reader;                                 // the connection's own thread
   std::unique_ptr<TlsSession> tls;                        // set before the hello, when TLS is on
   std::vector<uint8_t> sealed ABSL_GUARDED_BY(write_mu);  // TLS records to send
+  // Bytes a RocksDB reader could not send at once, for the backlog writer
+  // (started on first need) to send in order.
+  std::deque<std::vector<uint8_t>> backlog ABSL_GUARDED_BY(write_mu);
+  size_t backlog_bytes ABSL_GUARDED_BY(write_mu) = 0;
+  bool writing ABSL_GUARDED_BY(write_mu) = false;  // the backlog writer holds bytes
+  bool broken ABSL_GUARDED_BY(write_mu) = false;   // a write failed: send nothing more
+  bool stop_writer ABSL_GUARDED_BY(write_mu) = false;
+  std::thread writer;
 
   // Reads n bytes of the stream (plaintext, through TLS when on). The
   // connection's thread only.
   bool Read(void* buf, size_t n, bool quick_ack = false) {
     return tls != nullptr ? tls->ReadFull(buf, n) : ReadFull(write_fd, buf, n, quick_ack);
   }
-  // Writes iov[0, n) whole. REQUIRES: write_mu held.
-  bool WriteLocked(iovec* iov, int n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu) {
-    if (tls == nullptr) return WriteFull(write_fd, iov, n);
-    sealed.clear();
-    if (!tls->Seal(iov, n, &sealed)) return false;
-    iovec records = {sealed.data(), sealed.size()};
-    return WriteFull(write_fd, &records, 1);
+
+  void FailLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu) {
+    broken = true;
+    backlog.clear();
+    backlog_bytes = 0;
+    ::shutdown(write_fd, SHUT_RDWR);  // wakes the reader
+  }
+
+  // Sends iov[0, n) (TLS-sealed when on) after whatever is queued. The
+  // connection's thread writes and waits for its peer (up to the write
+  // timeout); any other thread, a RocksDB reader finishing a Lookup, never
+  // waits on the peer: what the socket does not take at once is queued for
+  // the backlog writer. REQUIRES: write_mu held.
+  void SendLocked(iovec* iov, int n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu) {
+    if (broken) return;
+    iovec records;
+    if (tls != nullptr) {
+      sealed.clear();
+      if (!tls->Seal(iov, n, &sealed)) return FailLocked();
+      records = {sealed.data(), sealed.size()};
+      iov = &records;
+      n = 1;
+    }
+    if (backlog.empty() && !writing) {
+      if (std::this_thread::get_id() == reader) {
+        if (!WriteFull(write_fd, iov, n)) FailLocked();
+        return;
+      }
+      const ssize_t sent = WriteSome(write_fd, iov, n);
+      if (sent < 0) return FailLocked();
+      AdvanceIov(&iov, &n, static_cast<size_t>(sent));
+      if (n == 0) return;
+    }
+    std::vector<uint8_t> rest;
+    for (int i = 0; i < n; ++i) {
+      const uint8_t* p = static_cast<const uint8_t*>(iov[i].iov_base);
+      rest.insert(rest.end(), p, p + iov[i].iov_len);
+    }
+    backlog_bytes += rest.size();
+    backlog.push_back(std::move(rest));
+    if (!writer.joinable()) writer = std::thread([this] { DrainBacklog(); });
+  }
+
+  // The backlog writer: sends queued bytes in order, blocking on the peer
+  // (up to the write timeout) so that no reader thread has to.
+  void DrainBacklog() {
+    absl::MutexLock lock(&write_mu);
+    for (;;) {
+      auto work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu) {
+        return stop_writer || !backlog.empty();
+      };
+      write_mu.Await(absl::Condition(&work));
+      if (backlog.empty()) return;  // stopping, nothing left
+      std::vector<uint8_t> bytes = std::move(backlog.front());
+      backlog.pop_front();
+      backlog_bytes -= bytes.size();
+      writing = true;
+      write_mu.Unlock();
+      iovec iov = {bytes.data(), bytes.size()};
+      const bool ok = WriteFull(write_fd, &iov, 1);
+      write_mu.Lock();
+      writing = false;
+      if (!ok) FailLocked();
+    }
+  }
+
+  // Waits for the backlog to be sent (or to fail) and joins its writer.
+  void StopWriter() {
+    {
+      absl::MutexLock lock(&write_mu);
+      auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu) {
+        return backlog.empty() && !writing;
+      };
+      write_mu.Await(absl::Condition(&idle));
+      stop_writer = true;
+    }
+    if (writer.joinable()) writer.join();
   }
 
   // Sends one response; a failed write ends the connection.
@@ -69,14 +149,22 @@ struct StreamServer::Connection {
     header.payload_bytes = iov[1].iov_len;
     stream::EncodeHeader(header, head);
     absl::MutexLock lock(&write_mu);
-    if (!WriteLocked(iov, 2)) ::shutdown(write_fd, SHUT_RDWR);  // wakes the reader
+    SendLocked(iov, 2);
   }
-  // Blocks while `limit` Lookups of this connection are in flight: the
-  // next request stays in the socket, and TCP's window holds the client.
-  void AwaitRoom(int limit) {
-    absl::MutexLock lock(&mu);
-    auto room = [this, limit]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return inflight < limit; };
-    mu.Await(absl::Condition(&room));
+  // Blocks while `limit` Lookups of this connection are in flight, or its
+  // backlog holds over `max_backlog` bytes: the next request stays in the
+  // socket, and TCP's window holds the client.
+  void AwaitRoom(int limit, size_t max_backlog) {
+    {
+      absl::MutexLock lock(&mu);
+      auto room = [this, limit]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return inflight < limit; };
+      mu.Await(absl::Condition(&room));
+    }
+    absl::MutexLock lock(&write_mu);
+    auto drained = [this, max_backlog]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu) {
+      return backlog_bytes <= max_backlog || broken;
+    };
+    write_mu.Await(absl::Condition(&drained));
   }
   void BeginLookup() {
     absl::MutexLock lock(&mu);
@@ -168,6 +256,7 @@ void StreamServer::AcceptLoop() {
 
 void StreamServer::Serve(Connection* c) {
   const int fd = c->write_fd;
+  c->reader = std::this_thread::get_id();
   SetNoDelay(fd);
   bool open = true;
   if (options_.tls != nullptr) {
@@ -182,7 +271,8 @@ void StreamServer::Serve(Connection* c) {
   SetTimeout(fd, SO_RCVTIMEO, options_.idle_timeout);
   std::vector<uint8_t> payload;
   uint8_t head[stream::kHeaderBytes];
-  while (open && (c->AwaitRoom(options_.max_inflight_per_connection), true) &&
+  while (open &&
+         (c->AwaitRoom(options_.max_inflight_per_connection, options_.max_backlog_bytes), true) &&
          c->Read(head, sizeof(head), /*quick_ack=*/true)) {
     const stream::FrameHeader header = stream::DecodeHeader(head);
     if (header.word != stream::kLookup) {
@@ -216,6 +306,10 @@ void StreamServer::Serve(Connection* c) {
     absl::MutexLock lock(&c->mu);
     c->mu.Await(absl::Condition(
         +[](int* inflight) { return *inflight == 0; }, &c->inflight));
+  }
+  c->StopWriter();  // the last responses go out (or fail) before the close
+  {
+    absl::MutexLock lock(&c->mu);
     ::close(c->fd);
     c->fd = -1;
   }
@@ -235,7 +329,8 @@ bool StreamServer::Hello(Connection* c) {
   {
     iovec iov = {hello, sizeof(hello)};
     absl::MutexLock lock(&c->write_mu);
-    if (!c->WriteLocked(&iov, 1)) return false;
+    c->SendLocked(&iov, 1);
+    if (c->broken) return false;
   }
   if (options_.auth != nullptr) {
     const absl::Status allowed = options_.auth->Check(token, Role::kData);

@@ -4,7 +4,10 @@
 // One thread per connection reads a request, serves it through
 // StoreService::LookupBytes (rows in RAM are copied on that thread, with no
 // hand-off) and writes the response with one sendmsg; a response that
-// waits for disk reads is written by the RocksDB reader that finished them.
+// waits for disk reads is written by the RocksDB reader that finished them
+// when the socket takes it at once, else queued for the connection's
+// backlog writer: a reader never waits on a peer. While a connection's
+// backlog holds over max_backlog_bytes, its next request is not read.
 // A bad request gets an error response and the connection stays open; a
 // malformed frame gets one (when its id is known) and the connection is
 // closed. With TLS, the handshake comes first and every byte after it is
@@ -58,6 +61,9 @@ struct StreamServerOptions {
   // reads no further request from the connection until one has answered
   // (back-pressure through TCP: a client's burst waits, it is not refused).
   int max_inflight_per_connection = 256;
+  // Answers queued for a peer that does not take them as fast as they come;
+  // past this many bytes the connection's next request is not read.
+  size_t max_backlog_bytes = size_t{64} << 20;
   // TLS (common/tls.h) when set: a server context; the TLS handshake must
   // finish within hello_timeout.
   std::shared_ptr<TlsContext> tls;

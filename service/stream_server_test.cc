@@ -47,12 +47,14 @@ class StreamServerTest : public ::testing::Test {
 
   void SetUp() override { StartServer(absl::Seconds(10)); }
 
-  void StartServer(absl::Duration write_timeout) {
+  void StartServer(absl::Duration write_timeout, int reader_threads = 32,
+                   uint64_t ram_budget = 64 << 10) {
     ShardServerOptions o;
     o.listen = "127.0.0.1:0";
     o.stream_write_timeout = write_timeout;
     o.db_dir = root_->path() + "/shard";
-    o.ram_budget_bytes = 64 << 10;  // some rows hot, the rest from RocksDB
+    o.reader_threads = reader_threads;
+    o.ram_budget_bytes = ram_budget;  // by default some rows hot, the rest from RocksDB
     o.metrics_port = 0;
     o.max_rows_per_request = 4096;
     auto server = ShardServer::Start(o);
@@ -303,6 +305,47 @@ TEST(StreamWire, HelloAndHeaderRoundTripAndForeignBytesAreRefused) {
   EXPECT_EQ(h.id, 0xdeadbeefu);
   EXPECT_EQ(h.word, 14u);
   EXPECT_EQ(h.payload_bytes, (uint64_t{1} << 33) + 5);
+}
+
+// A peer that sends Lookups and reads none of the answers never holds the
+// RocksDB readers: another connection's disk rows come at once, and the
+// stuck peer still gets every answer, in full, once it reads.
+TEST_F(StreamServerTest, APeerThatDoesNotReadNeverHoldsTheDiskReaders) {
+  server_.reset();
+  StartServer(absl::Seconds(10), /*reader_threads=*/1, /*ram_budget=*/0);
+  const std::vector<uint64_t> big = testing::AllOwnedIds(*map_, 1, 0);
+  const std::vector<uint64_t> ids(big.begin(), big.begin() + std::min<size_t>(4000, big.size()));
+  const std::string expected = testing::ExpectedRows(*table_, 1, ids);
+  const int stuck = Connect();
+  ASSERT_GE(stuck, 0);
+  constexpr int kRequests = 60;  // ~16 MB of answers: far more than the sockets hold
+  const std::string request = LookupBytes(1, ids);
+  for (int i = 0; i < kRequests; ++i) SendFrame(stuck, 100 + i, stream::kLookup, request);
+  absl::SleepFor(absl::Milliseconds(300));  // the one reader is done with them, or stuck
+
+  const int other = Connect();
+  ASSERT_GE(other, 0);
+  const std::vector<uint64_t> few(ids.begin(), ids.begin() + 50);
+  const absl::Time start = absl::Now();
+  SendFrame(other, 1, stream::kLookup, LookupBytes(1, few));
+  const Reply r = ReadReply(other);
+  const absl::Duration took = absl::Now() - start;
+  EXPECT_EQ(r.code, 0u);
+  EXPECT_EQ(Rows(r, few.size() * map_->row_bytes[1]), testing::ExpectedRows(*table_, 1, few));
+  EXPECT_LT(took, absl::Seconds(2)) << "the disk reader waited on a peer that does not read";
+
+  std::vector<bool> seen(kRequests, false);
+  for (int i = 0; i < kRequests; ++i) {
+    const Reply a = ReadReply(stuck);
+    ASSERT_EQ(a.code, 0u);
+    ASSERT_GE(a.id, 100u);
+    ASSERT_LT(a.id, 100u + kRequests);
+    seen[a.id - 100] = true;
+    ASSERT_EQ(Rows(a, ids.size() * map_->row_bytes[1]), expected) << "answer " << a.id;
+  }
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), true), kRequests);
+  ::close(stuck);
+  ::close(other);
 }
 
 }  // namespace

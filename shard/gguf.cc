@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <iterator>
@@ -15,6 +16,12 @@ namespace engram {
 namespace {
 
 constexpr uint64_t kMaxStringBytes = uint64_t{1} << 30;
+// Integer arrays are kept in memory, 8 bytes an element: a token map of a
+// few hundred thousand ids is the largest a real file has.
+constexpr uint64_t kMaxIntArrayElements = uint64_t{1} << 24;
+// Real files have a few dozen metadata entries and a few thousand tensors.
+constexpr uint64_t kMaxEntries = uint64_t{1} << 20;
+constexpr uint64_t kReadBufferBytes = uint64_t{1} << 20;
 constexpr uint32_t kMaxDims = 8;
 constexpr char kPrefix[] = "deepseek41.engram.";
 constexpr uint64_t kMaxRows = uint64_t{1} << 48;
@@ -63,6 +70,11 @@ class Cursor {
                                                      pos_ - 8,
                                                      " is implausible; the header is corrupt"));
     }
+    if (len > remaining()) {  // before allocating: the length is the file's word
+      return absl::DataLossError(absl::StrCat(what_, ": string of ", len, " bytes at byte ",
+                                              pos_ - 8, " runs past the end of the file (",
+                                              file_size_, " bytes); the file is truncated"));
+    }
     out->resize(len);
     return Read(out->data(), len);
   }
@@ -75,7 +87,8 @@ class Cursor {
 
  private:
   absl::Status Fill() {
-    buf_.resize(1 << 20);
+    // Never more than the file holds: a 100-byte file costs no 1 MiB buffer.
+    buf_.resize(std::min(kReadBufferBytes, std::max<uint64_t>(remaining(), 1)));
     const ssize_t got = ::pread(fd_, buf_.data(), buf_.size(), static_cast<off_t>(pos_));
     if (got <= 0) {
       return absl::DataLossError(
@@ -177,6 +190,11 @@ absl::Status ReadValue(Cursor& c, GgufType type, const std::string& key, const s
                          "corrupt"));
       }
       if (IsIntegerType(out->elem_type)) {
+        if (out->count > kMaxIntArrayElements) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              what, ": metadata ", key, " is an integer array of ", out->count,
+              " elements, more than the ", kMaxIntArrayElements, " this reader keeps"));
+        }
         out->ints.resize(out->count);
         for (uint64_t i = 0; i < out->count; ++i) {
           RETURN_IF_ERROR(GetInt(c, out->elem_type, &out->ints[i]));
@@ -251,6 +269,11 @@ absl::StatusOr<GgufHeader> ReadGgufHeader(int fd, const std::string& what) {
         absl::StrCat(what, ": header claims ", n_kv, " metadata entries and ", n_tensors,
                      " tensors, more than the file holds; truncated or corrupt"));
   }
+  if (n_kv > kMaxEntries || n_tensors > kMaxEntries) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": header claims ", n_kv, " metadata entries and ", n_tensors,
+                     " tensors; more than ", kMaxEntries, " of either is implausible"));
+  }
   for (uint64_t i = 0; i < n_kv; ++i) {
     std::string key;
     uint32_t type = 0;
@@ -268,8 +291,10 @@ absl::StatusOr<GgufHeader> ReadGgufHeader(int fd, const std::string& what) {
     }
     h.alignment = align;
   }
-  h.tensors.resize(n_tensors);
-  for (GgufTensorInfo& t : h.tensors) {
+  // Grown as infos are read, so memory follows the bytes actually parsed.
+  h.tensors.reserve(std::min<uint64_t>(n_tensors, 4096));
+  for (uint64_t i = 0; i < n_tensors; ++i) {
+    GgufTensorInfo& t = h.tensors.emplace_back();
     uint32_t n_dims = 0;
     RETURN_IF_ERROR(c.GetString(&t.name));
     RETURN_IF_ERROR(c.Get(&n_dims));
@@ -447,11 +472,16 @@ absl::Status GgufEngramFile::BuildLayout() {
   tensor_offsets_.assign(L, 0);
   for (uint64_t l = 0; l < L; ++l) {
     lay.multipliers[l].assign(multipliers.begin() + l * N, multipliers.begin() + (l + 1) * N);
-    uint64_t sum = 0;
+    if (rows[l] == 0 || rows[l] > kMaxRows) {
+      return bad(prefix, "rows[", l, "] = ", rows[l], " is outside 1..2^48");
+    }
+    uint64_t sum = 0;  // <= kMaxRows, so sum * kRowBytes and the offsets fit
     for (uint64_t c = 0; c < cols; ++c) {
       const uint64_t p = primes[l * cols + c];
-      if (p == 0 || p > kMaxRows) {
-        return bad(prefix, "primes[", l * cols + c, "] = ", p, " is out of range");
+      if (p == 0) return bad(prefix, "primes[", l * cols + c, "] is 0");
+      if (p > kMaxRows - sum) {
+        return bad(prefix, "primes[", l * cols + c, "] = ", p, " is out of range: layer ",
+                   layer_ids[l], "'s primes would sum past 2^48");
       }
       lay.primes[l][c / H].push_back(static_cast<int64_t>(p));
       lay.offsets[l].push_back(static_cast<int64_t>(offsets.empty() ? sum : offsets[l * cols + c]));

@@ -86,9 +86,13 @@ struct GgufHeader {
 };
 
 // Parses the header of the open file `fd` (pread only). Checks the magic,
-// version 3 (2 accepted too: same layout), sane lengths, general.alignment
-// (a power of two) and that every tensor offset is aligned. Errors start
-// with `what`: DataLoss for a truncated file, InvalidArgument otherwise.
+// version 3 (2 accepted too: same layout), sane lengths (every string
+// length and element count against the bytes left in the file before
+// anything is allocated; integer arrays at most 2^24 elements, at most
+// 2^20 metadata entries and tensors),
+// general.alignment (a power of two) and that every tensor offset is
+// aligned. Errors start with `what`: DataLoss for a truncated file,
+// InvalidArgument otherwise.
 absl::StatusOr<GgufHeader> ReadGgufHeader(int fd, const std::string& what);
 
 // The Engram tables of a deepseek41 GGUF file: its hash layout and row
@@ -107,7 +111,8 @@ class GgufEngramFile {
   //   (default: each layer's exclusive prefix sum of its primes),
   //   max_ngram_size and head_count (default: derived from the array
   //   lengths). Any integer element type is accepted. Checks each layer's
-  //   primes sum to its rows and to its tensor's second dimension, the
+  //   rows are in 1..2^48 and its primes sum to them (without wrapping) and
+  //   to its tensor's second dimension, the
   //   tensor's type is I8 with dims [264, rows], and it lies inside the file.
   static absl::StatusOr<std::unique_ptr<GgufEngramFile>> Open(const std::string& path);
   ~GgufEngramFile();

@@ -190,6 +190,102 @@ TEST_F(GgufTest, TruncatedFilesAreDataLossAtEveryCut) {
   }
 }
 
+// A deepseek41 GGUF of one Engram layer (id 1) with the given rows, primes
+// ((max_ngram - 1) x heads of them), all-zero offsets and a tensor whose
+// dims claim [264, rows] but that holds one row.
+GgufWriter OneLayerGguf(uint64_t rows, uint64_t max_ngram, uint64_t heads,
+                        const std::vector<uint64_t>& primes) {
+  GgufWriter w;
+  w.AddString("general.architecture", "deepseek41");
+  w.AddString(kPrefix + "encoding", GgufEngramFile::kEncoding);
+  w.AddIntArray(kPrefix + "layer_ids", GgufType::kU32, {1});
+  w.AddIntArray(kPrefix + "rows", GgufType::kU64, {rows});
+  w.AddIntArray(kPrefix + "token_map", GgufType::kU32, {0, 1});
+  w.AddScalar(kPrefix + "compressed_vocab_size", GgufType::kU32, 2);
+  w.AddScalar(kPrefix + "pad_id", GgufType::kU32, 0);
+  w.AddScalar(kPrefix + "max_ngram_size", GgufType::kU32, max_ngram);
+  w.AddScalar(kPrefix + "head_count", GgufType::kU32, heads);
+  w.AddIntArray(kPrefix + "primes", GgufType::kU64, primes);
+  w.AddIntArray(kPrefix + "offsets", GgufType::kU64, std::vector<uint64_t>(primes.size(), 0));
+  w.AddIntArray(kPrefix + "multipliers", GgufType::kU64, std::vector<uint64_t>(max_ngram, 3));
+  w.AddTensor("blk.1.engram_embd.weight", {GgufEngramFile::kRowBytes, rows}, kGgmlTypeI8,
+              std::string(GgufEngramFile::kRowBytes, '\0'));
+  return w;
+}
+
+TEST_F(GgufTest, PrimesWhoseSumWrapsAreRefused) {
+  // 73,728 primes of 2^48 sum to 2^64 + 2^61, which wrapped to 2^61 = rows;
+  // 2^61 rows of 264 bytes are 2^64 * 33 bytes, which wrapped to 0, so the
+  // one-row tensor "fit" the file and the layout was accepted.
+  const uint64_t p48 = uint64_t{1} << 48;
+  ExpectError(OneLayerGguf(uint64_t{1} << 61, 19, 4096, std::vector<uint64_t>(18 * 4096, p48)),
+              absl::StatusCode::kInvalidArgument,
+              "rows[0] = 2305843009213693952 is outside 1..2^48");
+  ExpectError(OneLayerGguf(p48, 2, 2, {p48 - 1, 2}), absl::StatusCode::kInvalidArgument,
+              "primes[1] = 2 is out of range: layer 1's primes would sum past 2^48");
+}
+
+// The first bytes of a GGUF v3 header: magic, version, tensor and kv counts.
+std::string HeaderStart(uint64_t n_tensors, uint64_t n_kv) {
+  std::string h = "GGUF";
+  auto put = [&h](auto v) { h.append(reinterpret_cast<const char*>(&v), sizeof(v)); };
+  put(uint32_t{3});
+  put(n_tensors);
+  put(n_kv);
+  return h;
+}
+
+// Writes `bytes` to `path`, then extends the file to `size` bytes (a hole).
+void WriteSparse(const std::string& path, const std::string& bytes, uint64_t size) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+  ASSERT_EQ(::ftruncate(fd, static_cast<off_t>(size)), 0);
+  ::close(fd);
+}
+
+TEST_F(GgufTest, LengthsAreCheckedBeforeAllocating) {
+  auto open_error = [&](const std::string& bytes, uint64_t size) {
+    WriteSparse(path_, bytes, size);
+    return GgufEngramFile::Open(path_).status();
+  };
+  auto put64 = [](std::string s, uint64_t v) {
+    return s.append(reinterpret_cast<const char*>(&v), 8);
+  };
+  // A key claiming 1 GiB in a 40-byte file: the string was resized to
+  // 1 GiB before the read found the file short.
+  absl::Status s = open_error(put64(HeaderStart(0, 1), uint64_t{1} << 30), 40);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_NE(s.message().find("string of 1073741824 bytes at byte 24 runs past the end of the "
+                             "file (40 bytes)"),
+            std::string::npos)
+      << s;
+  // Over 1 GiB: implausible whatever the file size.
+  s = open_error(put64(HeaderStart(0, 1), (uint64_t{1} << 30) + 1), 40);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("is implausible"), std::string::npos) << s;
+
+  // A u8 array of 2^24 + 1 elements (8 bytes each in memory) in a file
+  // that holds them.
+  std::string kv = put64(HeaderStart(0, 1), 1) + "k";
+  kv.append("\x09\0\0\0\0\0\0\0", 8);  // type array, of u8
+  s = open_error(put64(kv, (uint64_t{1} << 24) + 1), (uint64_t{1} << 24) + 100);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("metadata k is an integer array of 16777217 elements, more than "
+                             "the 16777216 this reader keeps"),
+            std::string::npos)
+      << s;
+
+  // 2^31 tensor infos in a 64 GB file (a hole): the infos were allocated
+  // up front, 72 bytes each, 144 GB.
+  s = open_error(HeaderStart(uint64_t{1} << 31, 0), uint64_t{64} << 30);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("0 metadata entries and 2147483648 tensors; more than 1048576 of "
+                             "either is implausible"),
+            std::string::npos)
+      << s;
+}
+
 TEST(GgmlTypeNameTest, NamesCommonTypes) {
   EXPECT_EQ(GgmlTypeName(8), "Q8_0");
   EXPECT_EQ(GgmlTypeName(11), "Q3_K");

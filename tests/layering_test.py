@@ -8,7 +8,7 @@ Folders are components (docs/architecture.md). An include of another
 folder's header ("shard/row_store.h", or the generated "engram/v1/..." of
 proto/) is allowed only along the arrows below; a folder may always include
 its own headers. A `testing/` helper folder may be included only from tests
-(`*_test.cc`, another `testing/` folder, tests/ and bench/). Every violation is
+(`*_test.cc`, another `testing/` folder, tests/, bench/ and fuzz/). Every violation is
 printed with its file, line and include; the last line counts them.
 """
 import os
@@ -26,6 +26,7 @@ ALLOWED = {
     "tools": {"service", "client", "shard", "proto", "common"},
     "bench": {"tools", "service", "client", "shard", "proto", "common"},
     "tests": {"tools", "service", "client", "shard", "proto", "common"},
+    "fuzz": {"tools", "service", "client", "shard", "proto", "common"},
 }
 # Include prefixes that are not folder names: generated code of a folder.
 ALIASES = {"engram": "proto"}  # engram/v1/engram_store.pb.h, from proto/
@@ -36,7 +37,7 @@ INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^">]+)[">]')
 
 def is_test_source(rel):
     parts = rel.split("/")
-    return (parts[0] in ("tests", "bench") or "testing" in parts[1:-1]
+    return (parts[0] in ("tests", "bench", "fuzz") or "testing" in parts[1:-1]
             or parts[-1].endswith("_test.cc"))
 
 
@@ -70,7 +71,8 @@ def check_tree(root):
     """Returns (files checked, messages)."""
     messages, checked = [], 0
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.startswith("."))
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.startswith(".")
+                             and not d.startswith("build-"))  # build-fuzz/, build-asan/ ...
         for name in sorted(filenames):
             if not name.endswith(SOURCE_SUFFIXES):
                 continue
@@ -106,6 +108,8 @@ def self_test():
         "service/h_test.cc": '#include "service/testing/server_test_util.h"\n#include "shard/row_store.h"',
         "tests/i_test.cc": '#include "client/engram_client.h"\n#include "common/testing/test_files.h"',
         "bench/j.cc": '#include "tools/demo/inference_loop.h"',
+        "fuzz/k_fuzz.cc": '#include "shard/gguf.h"\n#include "shard/testing/gguf_writer.h"\n'
+                          '#include "fuzz/fuzz_util.h"',
     }
     with tempfile.TemporaryDirectory() as root:
         for rel, text in {**bad, **good}.items():
