@@ -11,9 +11,8 @@
 #include "absl/strings/str_cat.h"
 
 namespace engram {
-namespace {
 
-absl::StatusOr<std::string> ReadToken(const std::string& path, const char* what) {
+absl::StatusOr<std::string> ReadTokenFile(const std::string& path, const char* what) {
   std::ifstream in(path);
   if (!in) {
     return absl::InvalidArgumentError(absl::StrCat("cannot read the ", what, " file ", path));
@@ -32,8 +31,6 @@ absl::StatusOr<std::string> ReadToken(const std::string& path, const char* what)
   return token;
 }
 
-}  // namespace
-
 TokenAuth::Digest TokenAuth::Hash(absl::string_view token) {
   Digest d;
   SHA256(reinterpret_cast<const unsigned char*>(token.data()), token.size(), d.data());
@@ -44,12 +41,12 @@ absl::StatusOr<TokenAuth> TokenAuth::FromFiles(const std::string& data_token_fil
                                                const std::string& admin_token_file) {
   TokenAuth auth;
   if (!data_token_file.empty()) {
-    absl::StatusOr<std::string> token = ReadToken(data_token_file, "auth token");
+    absl::StatusOr<std::string> token = ReadTokenFile(data_token_file, "auth token");
     if (!token.ok()) return token.status();
     auth.data_ = Hash(*token);
   }
   if (!admin_token_file.empty()) {
-    absl::StatusOr<std::string> token = ReadToken(admin_token_file, "admin token");
+    absl::StatusOr<std::string> token = ReadTokenFile(admin_token_file, "admin token");
     if (!token.ok()) return token.status();
     auth.admin_ = Hash(*token);
     if (auth.data_.has_value() && CRYPTO_memcmp(auth.data_->data(), auth.admin_->data(), 32) == 0) {

@@ -30,6 +30,11 @@ namespace engram {
 
 enum class Role { kData, kAdmin };
 
+// The token in a token file: its first line, surrounding blanks trimmed.
+// InvalidArgument naming the file (`what`: "auth token", "admin token")
+// when it cannot be read, is empty, or holds fewer than 16 characters.
+absl::StatusOr<std::string> ReadTokenFile(const std::string& path, const char* what);
+
 class TokenAuth {
  public:
   // No tokens: every call is let through.

@@ -83,4 +83,36 @@ want="engramctl info: "
 fails "$bin/engramctl" info | grep -q "needs --shards ADDRS"
 fails "$bin/engramctl" info --shards "${addrs[0]},,${addrs[1]}" | grep -q "shard 1 is empty"
 fails "$bin/engramctl" info --shards "${addrs[0]}" --timeout 0s | grep -q "not positive"
+# activate: a shard with tokens, switched from version 1 to version 2
+# imported beside it; refused without the admin token, and with the data one.
+"$bin/engramctl" gen-table --out "$tmp/table2" --preset small --engram-vocab-size 400 --seed 6 \
+  --table-version 2 >/dev/null
+mkdir -p "$tmp/versions"
+"$bin/engramctl" import --table "$tmp/table" --shards 1 --shard-index 0 --out "$tmp/versions/v1" >/dev/null
+"$bin/engramctl" import --table "$tmp/table2" --shards 1 --shard-index 0 --out "$tmp/versions/v2" >/dev/null
+echo "data-token-0123456789abcdef" > "$tmp/token"
+echo "admin-token-0123456789abcdef" > "$tmp/admin-token"
+"$bin/engram-shard" --db "$tmp/versions/v1" --listen 127.0.0.1:0 --auth-token-file "$tmp/token" \
+  --admin-token-file "$tmp/admin-token" > "$tmp/logv" 2>&1 &
+pids+=($!)
+for _ in $(seq 600); do grep -q "serving shard" "$tmp/logv" && break; sleep 0.1; done
+addr="$(grep -o '127.0.0.1:[0-9]*' "$tmp/logv" | head -1)"
+set +e
+out="$("$bin/engramctl" activate --shards "$addr" --to-version 2)"; rc=$?
+[[ $rc -eq 1 && "$out" == "$addr: UNAUTHENTICATED: "* ]] || { echo "activate, no token: rc=$rc: $out"; exit 1; }
+out="$("$bin/engramctl" activate --shards "$addr" --to-version 2 --admin-token-file "$tmp/token")"; rc=$?
+[[ $rc -eq 1 && "$out" == "$addr: PERMISSION_DENIED: "* ]] || { echo "activate, data token: rc=$rc: $out"; exit 1; }
+out="$("$bin/engramctl" activate --shards "$addr" --to-version 9 --admin-token-file "$tmp/admin-token")"; rc=$?
+[[ $rc -eq 1 && "$out" == "$addr: NOT_FOUND: "* ]] || { echo "activate v9: rc=$rc: $out"; exit 1; }
+set -e
+out="$("$bin/engramctl" activate --shards "$addr" --to-version 2 --admin-token-file "$tmp/admin-token")"
+[[ "$out" =~ ^$addr:\ version\ 1\ -\>\ 2\ \(load\ [0-9.]+\ s,\ drain\ [0-9.]+\ s\)$ ]] || { echo "activate: $out"; exit 1; }
+out="$("$bin/engramctl" info --shards "$addr" --auth-token-file "$tmp/token")"
+[[ "$out" == "$addr: shard 0/1 of table "*" v2, "* ]] || { echo "info after activate: $out"; exit 1; }
+set +e; out="$("$bin/engramctl" info --shards "$addr")"; rc=$?; set -e
+[[ $rc -eq 1 && "$out" == "$addr: UNAUTHENTICATED: "* ]] || { echo "info, no token: rc=$rc: $out"; exit 1; }
+want="engramctl activate: "
+fails "$bin/engramctl" activate --shards "$addr" | grep -q "needs --to-version N"
+fails "$bin/engramctl" activate --shards "$addr" --to-version 2 --admin-token-file "$tmp/none" \
+  | grep -q "cannot read the admin token file"
 echo "deploy CLI: all checks passed"

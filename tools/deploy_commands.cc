@@ -18,6 +18,7 @@
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "service/auth.h"
 
 ABSL_DECLARE_FLAG(std::string, shards);
 ABSL_FLAG(std::string, from_dns, "",
@@ -25,10 +26,26 @@ ABSL_FLAG(std::string, from_dns, "",
           "engram-store.engram.svc.cluster.local");
 ABSL_FLAG(int32_t, replicas, 0, "shardmap: pods per shard (the chart's replicasPerShard)");
 ABSL_FLAG(int32_t, port, 7070, "shardmap: the shard servers' gRPC port");
-ABSL_FLAG(absl::Duration, timeout, absl::Seconds(5), "info: deadline of the Info calls");
+ABSL_FLAG(absl::Duration, timeout, absl::Seconds(5),
+          "info: deadline of the Info calls; activate: of each Activate (give a large hot "
+          "tier its load time)");
+ABSL_FLAG(std::string, auth_token_file, "",
+          "info: file whose first line is the shards' data token (engram-shard "
+          "--auth-token-file)");
+ABSL_FLAG(uint64_t, to_version, 0, "activate: the table version to switch to");
+ABSL_FLAG(std::string, admin_token_file, "",
+          "activate: file whose first line is the shards' admin token (engram-shard "
+          "--admin-token-file)");
 
 namespace engram {
 namespace {
+
+// The token of the file a flag names; "" when the flag is empty.
+absl::StatusOr<std::string> OptionalToken(const absl::Flag<std::string>& flag, const char* what) {
+  const std::string path = absl::GetFlag(flag);
+  if (path.empty()) return std::string();
+  return ReadTokenFile(path, what);
+}
 
 int Fail(absl::string_view command, absl::string_view line) {
   std::fprintf(stderr, "engramctl %s: %s\n", std::string(command).c_str(),
@@ -102,6 +119,52 @@ int ShardMapCommand(const std::vector<std::string>& args) {
   return 0;
 }
 
+int ActivateCommand(const std::vector<std::string>& args) {
+  constexpr char kCommand[] = "activate";
+  if (!args.empty()) return Fail(kCommand, absl::StrCat("takes flags only, not '", args[0], "'"));
+  const uint64_t version = absl::GetFlag(FLAGS_to_version);
+  if (version == 0) {
+    return Fail(kCommand, "needs --to-version N, the table version to serve (imported as vN)");
+  }
+  const std::string text = absl::GetFlag(FLAGS_shards);
+  if (text.empty()) return Fail(kCommand, "needs --shards ADDRS (engramctl shardmap prints them)");
+  absl::StatusOr<std::vector<std::vector<std::string>>> shards = ParseShardAddresses(text);
+  if (!shards.ok()) return Fail(kCommand, absl::StrCat("--shards: ", shards.status().message()));
+  const absl::Duration timeout = absl::GetFlag(FLAGS_timeout);
+  if (timeout <= absl::ZeroDuration()) {
+    return Fail(kCommand, absl::StrCat("--timeout ", absl::FormatDuration(timeout),
+                                       " is not positive; give a deadline such as 5m"));
+  }
+  absl::StatusOr<std::string> token = OptionalToken(FLAGS_admin_token_file, "admin token");
+  if (!token.ok()) return Fail(kCommand, token.status().message());
+  // One replica at a time, shard by shard: the others serve meanwhile. The
+  // first failure stops the roll, so what is left keeps its version.
+  for (const std::vector<std::string>& replicas : *shards) {
+    for (const std::string& address : replicas) {
+      grpc::ClientContext context;
+      context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+      if (!token->empty()) context.AddMetadata("authorization", "Bearer " + *token);
+      v1::ActivateRequest request;
+      request.set_version(version);
+      v1::ActivateResponse response;
+      const grpc::Status status =
+          v1::EngramAdmin::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))
+              ->Activate(&context, request, &response);
+      if (!status.ok()) {
+        const auto code = static_cast<absl::StatusCode>(status.error_code());
+        std::printf("%s: %s: %s\n", address.c_str(), absl::StatusCodeToString(code).c_str(),
+                    absl::StrReplaceAll(status.error_message(), {{"\n", " "}}).c_str());
+        return 1;
+      }
+      std::printf("%s: version %llu -> %llu (load %.2f s, drain %.2f s)\n", address.c_str(),
+                  static_cast<unsigned long long>(response.previous_version()),
+                  static_cast<unsigned long long>(response.version()), response.load_seconds(),
+                  response.drain_seconds());
+    }
+  }
+  return 0;
+}
+
 int InfoCommand(const std::vector<std::string>& args) {
   constexpr char kCommand[] = "info";
   if (!args.empty()) return Fail(kCommand, absl::StrCat("takes flags only, not '", args[0], "'"));
@@ -118,6 +181,8 @@ int InfoCommand(const std::vector<std::string>& args) {
     return Fail(kCommand, absl::StrCat("--timeout ", absl::FormatDuration(timeout),
                                        " is not positive; give a deadline such as 5s"));
   }
+  absl::StatusOr<std::string> token = OptionalToken(FLAGS_auth_token_file, "auth token");
+  if (!token.ok()) return Fail(kCommand, token.status().message());
 
   // Every call at once, all within one deadline.
   const std::chrono::system_clock::time_point deadline = absl::ToChronoTime(absl::Now() + timeout);
@@ -129,6 +194,7 @@ int InfoCommand(const std::vector<std::string>& args) {
       call->address = address;
       call->shard = static_cast<int>(s);
       call->context.set_deadline(deadline);
+      if (!token->empty()) call->context.AddMetadata("authorization", "Bearer " + *token);
       calls.push_back(std::move(call));
       stubs.push_back(v1::EngramStore::NewStub(
           grpc::CreateChannel(address, grpc::InsecureChannelCredentials())));

@@ -63,6 +63,8 @@ constexpr char kUsage[] =
     "                            print the shard-map string of a Helm deployment\n"
     "  info --shards host:port,... [--timeout 5s]\n"
     "                            print what each shard server serves (its Info)\n"
+    "  activate --shards host:port,... --to-version N [--admin-token-file F]\n"
+    "                            switch every replica to table version N, one at a time\n"
     "flags may be spelled with '-' or '_' (--shard-index = --shard_index)\n";
 
 int Fail(const std::string& line) {
@@ -146,5 +148,6 @@ int main(int argc, char** argv) {
   if (command == "lookup") return engram::LookupCommand(args);
   if (command == "shardmap") return engram::ShardMapCommand(args);
   if (command == "info") return engram::InfoCommand(args);
+  if (command == "activate") return engram::ActivateCommand(args);
   return Fail(absl::StrCat("unknown command '", command, "'; run engramctl --help for the list"));
 }
