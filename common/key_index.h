@@ -94,6 +94,13 @@ class KeySlotIndex {
   }
 
   uint64_t capacity() const { return entries_.size(); }
+  // Entry i of the table (i < capacity()): its key, kEmptyKey when none,
+  // and *slot. For a walk over every key in table order (the hot tier's
+  // scrubber), not for lookups.
+  uint64_t KeyAt(uint64_t i, uint32_t* slot) const {
+    *slot = entries_[i].slot;
+    return entries_[i].key;
+  }
   uint64_t memory_bytes() const { return entries_.size() * sizeof(Entry); }
 
   // A well-mixed 64-bit hash of a key (the splitmix64 finaliser).

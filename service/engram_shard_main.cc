@@ -81,6 +81,14 @@ ABSL_FLAG(int32_t, max_inflight_per_connection, kDefaults.max_inflight_per_conne
           "in the socket");
 ABSL_FLAG(absl::Duration, stream_idle_timeout, kDefaults.stream_idle_timeout,
           "a row stream connection silent this long is closed");
+ABSL_FLAG(std::string, scrub_pinned_bytes_per_second,
+          absl::StrCat(kDefaults.scrub_pinned_bytes_per_second),
+          "pinned rows re-checked against their checksums per second, bytes; suffixes K, M, G "
+          "(0 = off)");
+ABSL_FLAG(std::string, scrub_disk_bytes_per_second,
+          absl::StrCat(kDefaults.scrub_disk_bytes_per_second),
+          "rows read back from disk and checked against shard.json per second, bytes; "
+          "suffixes K, M, G (0 = off)");
 ABSL_FLAG(std::string, metrics_host, kDefaults.metrics_host,
           "host /metrics binds (empty = the --listen host; 127.0.0.1 = this machine only)");
 ABSL_FLAG(std::string, tls_cert, kDefaults.tls_cert_file,
@@ -125,6 +133,15 @@ int main(int argc, char** argv) {
   if (!budget.ok()) {
     return Fail(2, absl::StrCat("--ram-budget: ", budget.status().message()));
   }
+  auto scrub_pinned = engram::ParseByteSize(absl::GetFlag(FLAGS_scrub_pinned_bytes_per_second));
+  if (!scrub_pinned.ok()) {
+    return Fail(2,
+                absl::StrCat("--scrub-pinned-bytes-per-second: ", scrub_pinned.status().message()));
+  }
+  auto scrub_disk = engram::ParseByteSize(absl::GetFlag(FLAGS_scrub_disk_bytes_per_second));
+  if (!scrub_disk.ok()) {
+    return Fail(2, absl::StrCat("--scrub-disk-bytes-per-second: ", scrub_disk.status().message()));
+  }
   auto worker_cache = engram::ParseByteSize(absl::GetFlag(FLAGS_worker_cache_bytes));
   if (!worker_cache.ok()) {
     return Fail(2, absl::StrCat("--worker-cache-bytes: ", worker_cache.status().message()));
@@ -152,6 +169,8 @@ int main(int argc, char** argv) {
   options.max_inflight_per_connection = absl::GetFlag(FLAGS_max_inflight_per_connection);
   options.stream_idle_timeout = absl::GetFlag(FLAGS_stream_idle_timeout);
   options.metrics_host = absl::GetFlag(FLAGS_metrics_host);
+  options.scrub_pinned_bytes_per_second = *scrub_pinned;
+  options.scrub_disk_bytes_per_second = *scrub_disk;
   options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
   options.tls_key_file = absl::GetFlag(FLAGS_tls_key);
   options.tls_ca_file = absl::GetFlag(FLAGS_tls_ca);

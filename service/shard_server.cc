@@ -251,6 +251,9 @@ absl::StatusOr<std::shared_ptr<ServingTable>> ShardServer::OpenTable(
   tier_options.budget_bytes = options.ram_budget_bytes;
   // An explicit profile is the first version's; others use their own.
   if (initial) tier_options.profile_path = options.hot_profile_path;
+  tier_options.scrub.pinned_bytes_per_second = options.scrub_pinned_bytes_per_second;
+  tier_options.scrub.disk_bytes_per_second = options.scrub_disk_bytes_per_second;
+  tier_options.scrub.report = [](const std::string& line) { LogLine('E', line); };
   tier_options.cache_share_percent = options.hot_cache_share_percent >= 0
                                          ? static_cast<uint32_t>(options.hot_cache_share_percent)
                                          : DefaultCacheSharePercent((*store)->tail_mapped());
@@ -277,6 +280,7 @@ void ShardServer::StartMetrics(const ServingTable& table) {
     const std::shared_ptr<ServingTable> t = service_->table();
     metrics_->SetHotTierBytes(t->tier().pinned_bytes(), t->tier().cached_bytes());
     metrics_->SetStoreStats(t->store().Stats());
+    metrics_->SetStoreStats(t->tier().Stats());  // scrub and damaged-row counts
   });
 }
 

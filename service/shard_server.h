@@ -121,6 +121,12 @@ struct ShardServerOptions {
   // Lookup included, run on gRPC's own callback pool, whose size gRPC 1.51
   // does not let applications choose (it is small and fixed per machine).
   int threads = 4;
+  // The scrubber's rates (HotTierOptions::scrub, shard/scrubber.h): pinned
+  // rows re-checked against their checksums, and rows read back from disk
+  // against shard.json's per-layer sums; bytes per second, 0 = that walk
+  // off. Failures are logged and counted (engram_shard_scrub_*).
+  uint64_t scrub_pinned_bytes_per_second = uint64_t{16} << 20;
+  uint64_t scrub_disk_bytes_per_second = uint64_t{1} << 20;
   // Read SST files with O_DIRECT (RowStoreOptions::direct_io).
   bool direct_io = false;
   // Threads issuing RocksDB MultiGets for hot-tier misses.

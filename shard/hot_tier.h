@@ -6,6 +6,16 @@
 // fed with rows read from disk. Lookups never touch RocksDB and never
 // allocate. See docs/architecture.md for the admission policy and its
 // measured effect.
+//
+// Integrity: every pinned row gets a checksum when it is loaded (4 bytes a
+// row; RowChecksum, seeded with its key), and the tier's Scrubber
+// (shard/scrubber.h) re-checks the pinned rows and re-reads the store's at
+// a bounded rate. A pinned row that fails its checksum is taken out of
+// service at once (Lookups miss it and read it from the store) and pinned
+// again from the store's copy when that still has the row's checksum. Rows
+// the store cannot return while the tier loads are left unpinned (up to
+// HotTierOptions::max_damaged_rows). Rows of the admission cache carry no
+// checksum: they come from verified store reads and are evicted in time.
 #ifndef ENGRAM_SHARD_HOT_TIER_H_
 #define ENGRAM_SHARD_HOT_TIER_H_
 
@@ -13,10 +23,12 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "shard/row_store.h"
+#include "shard/scrubber.h"
 
 namespace engram {
 
@@ -50,6 +62,12 @@ struct HotTierOptions {
   // learnt from the same kind of text, engram-bench-client's exposed wait
   // was 3.0-3.3% at 0 against 4.1-5.3% at 20; docs/benchmarks.md).
   uint32_t cache_share_percent = kHotTierCacheSharePercent;
+  // Rows to pin that the store cannot return (DATA_LOSS) are left unpinned
+  // (each is logged, and read from the store, failing again, when asked
+  // for); more than this many fail Build with DATA_LOSS.
+  uint64_t max_damaged_rows = 1024;
+  // The scrubber's rates (0 = that walk off) and where it reports.
+  ScrubberOptions scrub = {};
 };
 
 enum class HotResult { kMiss, kPinned, kCached };
@@ -64,7 +82,8 @@ struct HotBatchResult {
 class HotTier {
  public:
   // Loads pinned rows from `store` (batched ReadRows; for a full-shard
-  // budget every row in key order). REQUIRES: store outlives the tier.
+  // budget every row in key order), then starts the scrubber. REQUIRES:
+  // store outlives the tier.
   static absl::StatusOr<std::unique_ptr<HotTier>> Build(RowStore& store,
                                                         const HotTierOptions& options);
   virtual ~HotTier() = default;
@@ -85,6 +104,19 @@ class HotTier {
   virtual uint64_t pinned_bytes() const = 0;
   virtual uint64_t cached_bytes() const = 0;
   virtual uint64_t budget_bytes() const = 0;
+
+  // Integrity counters for metrics (name -> value): the scrubber's
+  // cumulative scrub_pinned_rows, scrub_pinned_failures,
+  // scrub_pinned_repaired, scrub_pinned_passes, scrub_disk_rows,
+  // scrub_disk_failures, scrub_layer_mismatches, scrub_disk_passes
+  // (ScrubStats); hot_damaged_at_load (rows left unpinned by Build) and
+  // hot_quarantined_rows (pinned rows out of service now).
+  virtual std::vector<std::pair<std::string, double>> Stats() const = 0;
+  // One complete scrub pass now, on the calling thread (Scrubber::RunPass).
+  virtual ScrubStats ScrubNow() = 0;
+  // Test hook: the pinned copy of a row, writable, or null when the row is
+  // not pinned. Writing it is what a RAM fault does.
+  virtual uint8_t* PinnedRowForTesting(uint32_t layer, uint64_t row) = 0;
 };
 
 }  // namespace engram

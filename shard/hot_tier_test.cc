@@ -4,13 +4,20 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <functional>
 #include <map>
 #include <numeric>
 #include <random>
+#include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "common/file_util.h"
 #include "common/hot_profile.h"
 #include "common/key_index.h"
 #include "common/testing/test_files.h"
@@ -288,6 +295,185 @@ TEST_F(HotTierTest, MissingProfileIsAnError) {
   absl::StatusOr<std::unique_ptr<HotTier>> t =
       HotTier::Build(*store_, {ShardBytes() / 10, dir_->Sub("absent.bin")});
   EXPECT_EQ(t.status().code(), absl::StatusCode::kNotFound);
+}
+
+// Lines a scrubber or tier reports, collected.
+struct Reports {
+  absl::Mutex mu;
+  std::vector<std::string> lines ABSL_GUARDED_BY(mu);
+  std::function<void(const std::string&)> Sink() {
+    return [this](const std::string& line) {
+      absl::MutexLock lock(&mu);
+      lines.push_back(line);
+    };
+  }
+  bool Has(const std::string& part) {
+    absl::MutexLock lock(&mu);
+    for (const std::string& l : lines) {
+      if (absl::StrContains(l, part)) return true;
+    }
+    return false;
+  }
+};
+
+double Stat(const HotTier& tier, const std::string& name) {
+  for (const auto& [k, v] : tier.Stats()) {
+    if (k == name) return v;
+  }
+  return -1;
+}
+
+// A RAM fault in a pinned row: the scrub finds it, takes the row out of
+// service and pins the store's copy again; whole-shard (dense) and
+// profile-pinned (indexed) tiers alike.
+TEST_F(HotTierTest, ScrubFindsADamagedPinnedRowAndPinsItAgain) {
+  for (bool whole : {true, false}) {
+    SCOPED_TRACE(whole ? "whole shard" : "profile");
+    Reports reports;
+    HotTierOptions o;
+    o.budget_bytes = whole ? ShardBytes() : ShardBytes() / 10;
+    o.profile_path = whole ? "" : ProfilePath();
+    o.scrub = {.pinned_bytes_per_second = 0, .disk_bytes_per_second = 0, .report = reports.Sink()};
+    absl::StatusOr<std::unique_ptr<HotTier>> tier = HotTier::Build(*store_, o);
+    ASSERT_TRUE(tier.ok()) << tier.status();
+    uint8_t* pinned = (*tier)->PinnedRowForTesting(0, 1);
+    ASSERT_NE(pinned, nullptr);
+    pinned[10] ^= 0x40;
+    const ScrubStats s = (*tier)->ScrubNow();
+    EXPECT_EQ(s.pinned_rows, (*tier)->pinned_bytes() / kRowBytes);
+    EXPECT_EQ(s.pinned_failures, 1u);
+    EXPECT_EQ(s.pinned_repaired, 1u);
+    EXPECT_EQ(s.disk_rows, shard_rows_);
+    EXPECT_EQ(s.disk_failures, 0u);
+    EXPECT_EQ(s.layer_mismatches, 0u);
+    EXPECT_TRUE(reports.Has("layer 0 row 1: its pinned copy in RAM fails its checksum"));
+    EXPECT_TRUE(reports.Has("layer 0 row 1: pinned again from the store's copy"));
+    uint8_t row[kRowBytes], want[kRowBytes];
+    ASSERT_EQ((*tier)->Lookup(0, 1, row), HotResult::kPinned);
+    StoreRow(0, 1, want);
+    EXPECT_EQ(0, std::memcmp(row, want, kRowBytes));
+    EXPECT_EQ(Stat(**tier, "scrub_pinned_failures"), 1);
+    EXPECT_EQ(Stat(**tier, "hot_quarantined_rows"), 0);
+    // A second pass finds nothing.
+    EXPECT_EQ((*tier)->ScrubNow().pinned_failures, 0u);
+  }
+}
+
+// The background walk finds the same within its rate.
+TEST_F(HotTierTest, BackgroundScrubFindsADamagedPinnedRow) {
+  Reports reports;
+  HotTierOptions o;
+  o.budget_bytes = ShardBytes() / 10;
+  o.profile_path = ProfilePath();
+  o.scrub = {
+      .pinned_bytes_per_second = 64 << 20, .disk_bytes_per_second = 0, .report = reports.Sink()};
+  absl::StatusOr<std::unique_ptr<HotTier>> tier = HotTier::Build(*store_, o);
+  ASSERT_TRUE(tier.ok()) << tier.status();
+  (*tier)->PinnedRowForTesting(1, 3)[0] ^= 1;
+  for (int i = 0; i < 1000 && Stat(**tier, "scrub_pinned_repaired") < 1; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(Stat(**tier, "scrub_pinned_failures"), 1);
+  EXPECT_EQ(Stat(**tier, "scrub_pinned_repaired"), 1);
+  EXPECT_GT(Stat(**tier, "scrub_pinned_passes"), 0);
+  EXPECT_TRUE(reports.Has("layer 1 row 3: its pinned copy in RAM fails its checksum"));
+  uint8_t row[kRowBytes], want[kRowBytes];
+  ASSERT_EQ((*tier)->Lookup(1, 3, row), HotResult::kPinned);
+  StoreRow(1, 3, want);
+  EXPECT_EQ(0, std::memcmp(row, want, kRowBytes));
+}
+
+// Flips a byte of row (layer, row) in the table files of cuckoo shard `dir`.
+void DamageStoredRow(const std::string& dir, const std::vector<uint8_t>& bytes) {
+  bool flipped = false;
+  for (const auto& e : std::filesystem::directory_iterator(dir + "/" + kShardDbDir)) {
+    if (e.path().extension() != ".sst") continue;
+    absl::StatusOr<std::string> file = ReadFileToString(e.path().string());
+    ASSERT_TRUE(file.ok());
+    const size_t at = file->find(std::string(bytes.begin(), bytes.end()));
+    if (at == std::string::npos) continue;
+    ASSERT_TRUE(testing::FlipByte(e.path().string(), at + bytes.size() / 2).ok());
+    flipped = true;
+  }
+  ASSERT_TRUE(flipped);
+}
+
+// Rows the store cannot return are not pinned (and not served from RAM); a
+// pinned row damaged in RAM whose store copy is damaged too stays out of
+// service: Lookups miss it, and the store's read is DATA_LOSS.
+TEST_F(HotTierTest, DamagedRowsAreNeverServedFromRam) {
+  testing::TempDir scratch;
+  ImportOptions io;
+  io.table_dir = dir_->Sub("table");
+  io.n_shards = 2;
+  io.shard_index = 1;
+  io.out_dir = scratch.Sub("cuckoo");
+  io.tail_format = TailFormat::kCuckoo;
+  ASSERT_TRUE(ImportShard(io, nullptr).ok());
+  std::vector<uint8_t> row5(kRowBytes), row7(kRowBytes);
+  StoreRow(0, 5, row5.data());
+  StoreRow(0, 7, row7.data());
+  DamageStoredRow(io.out_dir, row5);
+  absl::StatusOr<std::unique_ptr<RowStore>> store = RowStore::Open(io.out_dir, {});
+  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_TRUE((*store)->tail_mapped());
+  Reports reports;
+  HotTierOptions o;
+  o.budget_bytes = ShardBytes();
+  o.scrub = {.pinned_bytes_per_second = 0, .disk_bytes_per_second = 0, .report = reports.Sink()};
+  absl::StatusOr<std::unique_ptr<HotTier>> tier = HotTier::Build(**store, o);
+  ASSERT_TRUE(tier.ok()) << tier.status();
+  EXPECT_EQ(Stat(**tier, "hot_damaged_at_load"), 1);
+  EXPECT_TRUE(reports.Has("layer 0 row 5 is not pinned, the store cannot return it"));
+  uint8_t got[kRowBytes];
+  EXPECT_EQ((*tier)->Lookup(0, 5, got), HotResult::kMiss);
+  ASSERT_EQ((*tier)->Lookup(0, 7, got), HotResult::kPinned);
+
+  // Row 7: damaged on disk (the mapping shares the page cache) and in RAM.
+  DamageStoredRow(io.out_dir, row7);
+  (*tier)->PinnedRowForTesting(0, 7)[3] ^= 0x10;
+  const ScrubStats s = (*tier)->ScrubNow();
+  EXPECT_EQ(s.pinned_failures, 1u);
+  EXPECT_EQ(s.pinned_repaired, 0u);
+  EXPECT_EQ(s.disk_failures, 2u);  // rows 5 and 7
+  EXPECT_EQ(Stat(**tier, "hot_quarantined_rows"), 2);
+  const uint64_t rows[] = {1, 5, 7, 9};
+  std::vector<uint8_t> out(4 * kRowBytes);
+  std::vector<uint32_t> misses;
+  const HotBatchResult batch = (*tier)->LookupBatch(0, rows, out.data(), &misses);
+  EXPECT_EQ(batch.pinned, 2u);
+  EXPECT_EQ(misses, (std::vector<uint32_t>{1, 2}));
+  const RowRef ref{0, 7, got};
+  EXPECT_EQ((*store)->ReadRows({&ref, 1}).code(), absl::StatusCode::kDataLoss);
+
+  // Too many rows that cannot be loaded fail the build.
+  o.max_damaged_rows = 0;
+  tier = HotTier::Build(**store, o);
+  EXPECT_EQ(tier.status().code(), absl::StatusCode::kDataLoss) << tier.status();
+}
+
+// The disk walk hashes each layer's rows and compares with shard.json.
+TEST_F(HotTierTest, ScrubComparesEachLayerWithShardJson) {
+  testing::TempDir scratch;
+  const std::string dir = scratch.Sub("shard");
+  std::filesystem::copy(store_->shard_dir(), dir, std::filesystem::copy_options::recursive);
+  absl::StatusOr<ShardInfo> info = ShardInfo::Load(dir + "/" + kShardInfoFile);
+  ASSERT_TRUE(info.ok());
+  info->layers[1].checksum = "xxh3_64:0123456789abcdef";
+  ASSERT_TRUE(info->Save(dir + "/" + kShardInfoFile).ok());
+  absl::StatusOr<std::unique_ptr<RowStore>> store = RowStore::Open(dir, {});
+  ASSERT_TRUE(store.ok()) << store.status();
+  Reports reports;
+  HotTierOptions o;
+  o.scrub = {.pinned_bytes_per_second = 0, .disk_bytes_per_second = 0, .report = reports.Sink()};
+  absl::StatusOr<std::unique_ptr<HotTier>> tier = HotTier::Build(**store, o);
+  ASSERT_TRUE(tier.ok()) << tier.status();
+  const ScrubStats s = (*tier)->ScrubNow();
+  EXPECT_EQ(s.layer_mismatches, 1u);
+  EXPECT_EQ(s.disk_failures, 0u);
+  EXPECT_EQ(s.disk_passes, 1u);
+  EXPECT_TRUE(reports.Has("the rows of layer 1 hash to "));
+  EXPECT_TRUE(reports.Has("shard.json says xxh3_64:0123456789abcdef"));
 }
 
 TEST(KeySlotIndexTest, MatchesAMapUnderInsertAndErase) {

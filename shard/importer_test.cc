@@ -209,13 +209,30 @@ TEST_F(ImporterTest, CorruptTableIsDataLossAndLeavesNothing) {
   ASSERT_NE(w, nullptr);
   ASSERT_TRUE(testing::FlipByte((*reader)->rows_path(), h.data_start + w->begin + 777).ok());
 
-  ImportOptions o = Options(2, 1, "corrupt");
-  o.table_dir = table;
-  absl::StatusOr<ImportResult> r = ImportShard(o, nullptr);
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << r.status();
-  EXPECT_NE(r.status().message().find("layer 1"), std::string::npos) << r.status();
-  EXPECT_TRUE(fs::is_empty(scratch_.path()));  // no shard, no temp dir
+  // Either tail format; into a new --out, or into an empty one that stays
+  // empty.
+  for (TailFormat format : {TailFormat::kBlock, TailFormat::kCuckoo}) {
+    for (bool empty_out : {false, true}) {
+      SCOPED_TRACE(absl::StrCat(TailFormatName(format), " empty out ", empty_out));
+      ImportOptions o = Options(2, 1, "corrupt");
+      o.table_dir = table;
+      o.tail_format = format;
+      if (empty_out) {
+        ASSERT_TRUE(fs::create_directory(o.out_dir));
+      }
+      absl::StatusOr<ImportResult> r = ImportShard(o, nullptr);
+      ASSERT_FALSE(r.ok());
+      EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << r.status();
+      EXPECT_NE(r.status().message().find("rows of layer 1 (layer id 14)"), std::string::npos)
+          << r.status();
+      EXPECT_NE(r.status().message().find("the table is corrupt"), std::string::npos) << r.status();
+      if (empty_out) {
+        EXPECT_TRUE(fs::is_empty(o.out_dir));  // untouched
+        fs::remove(o.out_dir);
+      }
+      EXPECT_TRUE(fs::is_empty(scratch_.path()));  // no shard, no temp dir
+    }
+  }
 }
 
 TEST_F(ImporterTest, ProfileCountsTheTraceAccessesOfOwnedRows) {

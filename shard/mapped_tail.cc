@@ -9,11 +9,8 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "rocksdb/db.h"
@@ -22,56 +19,16 @@
 namespace engram {
 namespace {
 
-// One line of /proc/self/maps that maps a file.
-struct MapsEntry {
-  uintptr_t start = 0, end = 0;
-  uint64_t offset = 0;  // of `start` in the file
-  std::string path;
-};
-
-// The file mappings of this process whose path lies in `dir`, by start.
-std::vector<MapsEntry> FileMappingsIn(const std::string& dir) {
-  std::vector<MapsEntry> out;
-  std::ifstream in("/proc/self/maps");
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream f(line);
-    std::string range, perms, offset, dev, inode, path;
-    f >> range >> perms >> offset >> dev >> inode;
-    std::getline(f >> std::ws, path);
-    if (path.size() <= dir.size() || path.compare(0, dir.size(), dir) != 0 ||
-        path[dir.size()] != '/') {
-      continue;
-    }
-    MapsEntry e;
-    uint64_t start = 0, end = 0;
-    const size_t dash = range.find('-');
-    if (dash == std::string::npos ||
-        !absl::SimpleHexAtoi(absl::string_view(range).substr(0, dash), &start) ||
-        !absl::SimpleHexAtoi(absl::string_view(range).substr(dash + 1), &end) ||
-        !absl::SimpleHexAtoi(offset, &e.offset)) {
-      continue;  // not a line of the documented form: not used
-    }
-    e.start = static_cast<uintptr_t>(start);
-    e.end = static_cast<uintptr_t>(end);
-    e.path = std::move(path);
-    out.push_back(std::move(e));
-  }
-  std::sort(out.begin(), out.end(),
-            [](const MapsEntry& a, const MapsEntry& b) { return a.start < b.start; });
-  return out;
-}
-
-bool Holds(const MapsEntry& e, const char* p, size_t n) {
+bool Holds(const FileMapping& e, const char* p, size_t n) {
   const uintptr_t a = reinterpret_cast<uintptr_t>(p);
   return a >= e.start && a + n <= e.end;
 }
 
 // The entry holding [p, p + n), or null.
-const MapsEntry* Containing(const std::vector<MapsEntry>& maps, const char* p, size_t n) {
+const FileMapping* Containing(const std::vector<FileMapping>& maps, const char* p, size_t n) {
   const uintptr_t a = reinterpret_cast<uintptr_t>(p);
   auto it = std::upper_bound(maps.begin(), maps.end(), a,
-                             [](uintptr_t v, const MapsEntry& e) { return v < e.start; });
+                             [](uintptr_t v, const FileMapping& e) { return v < e.start; });
   if (it == maps.begin()) return nullptr;
   --it;
   return Holds(*it, p, n) ? &*it : nullptr;
@@ -85,8 +42,12 @@ absl::Status Unaddressable(const std::string& what) {
 }  // namespace
 
 // All of `path`, read-only, its page tables filled now (MAP_POPULATE), so
-// that reads take no page faults while the page cache holds the file.
-absl::StatusOr<MappedTail::Mapping> MappedTail::MapFile(const std::string& path) {
+// that reads take no page faults while the page cache holds the file; and
+// guarded, so that a page lost later reads as zeros (shard/mapping_guard.h).
+// Refused when the file's size is not `want_size`, what RocksDB's manifest
+// recorded for it: a truncated (or replaced) file is not mapped.
+absl::StatusOr<MappedTail::Mapping> MappedTail::MapFile(const std::string& path,
+                                                        uint64_t want_size) {
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   struct stat st {};
   if (fd < 0 || fstat(fd, &st) != 0) {
@@ -95,17 +56,27 @@ absl::StatusOr<MappedTail::Mapping> MappedTail::MapFile(const std::string& path)
     return Unaddressable(absl::StrCat(path, ": ", std::strerror(err)));
   }
   const size_t size = static_cast<size_t>(st.st_size);
+  if (size != want_size) {
+    close(fd);
+    return Unaddressable(absl::StrCat(path, " holds ", size, " bytes, RocksDB's manifest says ",
+                                      want_size, " (truncated or replaced)"));
+  }
   void* base = mmap(nullptr, size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
   const int err = errno;
   close(fd);
   if (base == MAP_FAILED) {
     return Unaddressable(absl::StrCat("mmap ", path, ": ", std::strerror(err)));
   }
-  return Mapping{base, size};
+  absl::StatusOr<std::unique_ptr<MappingGuard>> guard = MappingGuard::Register(base, size, path);
+  if (!guard.ok()) {
+    munmap(base, size);
+    return Unaddressable(std::string(guard.status().message()));
+  }
+  return Mapping{base, size, *std::move(guard)};
 }
 
-MappedTail::MappedTail(const ShardMap& map, uint32_t shard_index)
-    : shards_(map.n_shards), shard_index_(shard_index), row_bytes_(map.row_bytes) {
+MappedTail::MappedTail(const ShardMap& map, uint32_t shard_index, std::string name)
+    : shards_(map.n_shards), name_(std::move(name)), row_bytes_(map.row_bytes) {
   addr_.resize(map.layer_rows.size());
   for (uint32_t l = 0; l < addr_.size(); ++l) {
     addr_[l].assign(map.RowsOnShard(l, shard_index), nullptr);
@@ -113,18 +84,43 @@ MappedTail::MappedTail(const ShardMap& map, uint32_t shard_index)
 }
 
 MappedTail::~MappedTail() {
-  for (const Mapping& m : mappings_) munmap(m.base, m.size);
+  for (Mapping& m : mappings_) {
+    m.guard.reset();  // before the range goes
+    munmap(m.base, m.size);
+  }
 }
 
-absl::StatusOr<std::unique_ptr<MappedTail>> MappedTail::Build(rocksdb::DB& db,
-                                                              rocksdb::ColumnFamilyHandle* rows,
-                                                              const std::string& db_dir,
-                                                              const ShardMap& map,
-                                                              uint32_t shard_index) {
+uint64_t MappedTail::zeroed_pages() const {
+  uint64_t n = 0;
+  for (const Mapping& m : mappings_) n += m.guard->zeroed_pages();
+  return n;
+}
+
+std::string MappedTail::DescribeFaults() const {
+  std::string out;
+  for (const Mapping& m : mappings_) {
+    const std::string d = m.guard->Describe();
+    if (!d.empty()) absl::StrAppend(&out, out.empty() ? "" : "; ", d);
+  }
+  return out;
+}
+
+absl::StatusOr<std::unique_ptr<MappedTail>> MappedTail::Build(
+    rocksdb::DB& db, rocksdb::ColumnFamilyHandle* rows, const std::string& db_dir,
+    const ShardMap& map, uint32_t shard_index, std::string name) {
   std::error_code ec;
   const std::string dir = std::filesystem::canonical(db_dir, ec).string();
   if (ec) return Unaddressable(absl::StrCat(db_dir, ": ", ec.message()));
-  std::unique_ptr<MappedTail> tail(new MappedTail(map, shard_index));
+  std::unique_ptr<MappedTail> tail(new MappedTail(map, shard_index, std::move(name)));
+  // What each table file should hold, by file name.
+  absl::flat_hash_map<std::string, uint64_t> file_sizes;
+  {
+    std::vector<rocksdb::LiveFileMetaData> files;
+    db.GetLiveFilesMetaData(&files);
+    for (const rocksdb::LiveFileMetaData& f : files) {
+      file_sizes[std::filesystem::path(f.relative_filename).filename().string()] = f.size;
+    }
+  }
 
   rocksdb::ReadOptions ro;
   ro.verify_checksums = true;
@@ -133,9 +129,9 @@ absl::StatusOr<std::unique_ptr<MappedTail>> MappedTail::Build(rocksdb::DB& db,
   it->SeekToFirst();
   // RocksDB maps every table file at open (max_open_files = -1), so one
   // snapshot of the mappings covers every value the scan meets.
-  const std::vector<MapsEntry> maps = FileMappingsIn(dir);
+  const std::vector<FileMapping> maps = FileMappingsIn(dir);
   absl::flat_hash_map<std::string, size_t> ours;  // path -> mappings_ index
-  const MapsEntry* last = nullptr;
+  const FileMapping* last = nullptr;
   for (; it->Valid(); it->Next()) {
     const rocksdb::Slice k = it->key(), v = it->value();
     if (k.size() != kShardKeyBytes) {
@@ -158,9 +154,9 @@ absl::StatusOr<std::unique_ptr<MappedTail>> MappedTail::Build(rocksdb::DB& db,
     if (tail->addr_[layer][slot] != nullptr) {
       return Unaddressable(absl::StrCat("layer ", layer, " row ", row, " appears twice"));
     }
-    const MapsEntry* e = last != nullptr && Holds(*last, v.data(), v.size())
-                             ? last
-                             : Containing(maps, v.data(), v.size());
+    const FileMapping* e = last != nullptr && Holds(*last, v.data(), v.size())
+                               ? last
+                               : Containing(maps, v.data(), v.size());
     if (e == nullptr || !e->path.ends_with(".sst")) {
       return Unaddressable(absl::StrCat("the value of layer ", layer, " row ", row,
                                         " is not a slice of a mapped table file"));
@@ -168,9 +164,13 @@ absl::StatusOr<std::unique_ptr<MappedTail>> MappedTail::Build(rocksdb::DB& db,
     last = e;
     auto [pos, fresh] = ours.try_emplace(e->path, tail->mappings_.size());
     if (fresh) {
-      ASSIGN_OR_RETURN(Mapping m, MapFile(e->path));
-      tail->mappings_.push_back(m);
+      const auto size = file_sizes.find(std::filesystem::path(e->path).filename().string());
+      if (size == file_sizes.end()) {
+        return Unaddressable(absl::StrCat(e->path, " is not a live table file of the DB"));
+      }
+      ASSIGN_OR_RETURN(Mapping m, MapFile(e->path, size->second));
       tail->mapped_bytes_ += m.size;
+      tail->mappings_.push_back(std::move(m));
     }
     const Mapping& m = tail->mappings_[pos->second];
     const uint64_t at = e->offset + (reinterpret_cast<uintptr_t>(v.data()) - e->start);
@@ -199,7 +199,7 @@ absl::StatusOr<std::unique_ptr<MappedTail>> MappedTail::Build(rocksdb::DB& db,
   return tail;
 }
 
-absl::Status MappedTail::Read(std::span<const RowRef> refs) const {
+absl::Status MappedTail::Read(std::span<const RowRef> refs, uint64_t* damaged) const {
   // A row is a cache (and often TLB) miss, and so is its address. Each
   // group of rows is read in passes that keep many misses in flight (a
   // checksum between two copies would fill the CPU's window and serialise
@@ -208,6 +208,7 @@ absl::Status MappedTail::Read(std::span<const RowRef> refs) const {
   // share a destination.)
   constexpr size_t kGroup = 64;
   const char* src[kGroup];
+  absl::Status first_error;
   for (size_t first = 0; first < refs.size(); first += kGroup) {
     const std::span<const RowRef> group =
         refs.subspan(first, std::min(kGroup, refs.size() - first));
@@ -222,13 +223,19 @@ absl::Status MappedTail::Read(std::span<const RowRef> refs) const {
     for (size_t i = 0; i < group.size(); ++i) {
       const RowRef& r = group[i];
       const uint32_t rb = row_bytes_[r.layer];
-      if (!CuckooValueIntact(ShardKey(r.layer, r.row), src[i], rb)) {
-        return absl::DataLossError(absl::StrCat("shard ", shard_index_, ": layer ", r.layer,
-                                                " row ", r.row, " ", kRowChecksumFailure));
+      if (CuckooValueIntact(ShardKey(r.layer, r.row), src[i], rb)) [[likely]] {
+        continue;
       }
+      // Every damaged row is counted; the first is named.
+      ++*damaged;
+      if (!first_error.ok()) continue;
+      const std::string faults = DescribeFaults();
+      first_error = absl::DataLossError(absl::StrCat(name_, ": layer ", r.layer, " row ", r.row,
+                                                     " ", kRowChecksumFailure,
+                                                     faults.empty() ? "" : "; ", faults));
     }
   }
-  return absl::OkStatus();
+  return first_error;
 }
 
 }  // namespace engram

@@ -16,7 +16,11 @@
 // Every read verifies the row's RowChecksum, which is seeded with its key,
 // so a damaged file or a wrong address shows as DATA_LOSS, never as a wrong
 // row. A page the page cache has dropped is read from disk by the fault of
-// the reading thread.
+// the reading thread. A file is mapped only when its size is the one
+// RocksDB's manifest records, and every mapping is guarded
+// (shard/mapping_guard.h): a page the file loses later (truncated, or a
+// media error) reads as zeros, which fail their row checksums: DATA_LOSS
+// for the rows on it, no SIGBUS, and no cost on the read path.
 //
 // Immutable after Build; Read may be called from any number of threads.
 #ifndef ENGRAM_SHARD_MAPPED_TAIL_H_
@@ -33,6 +37,7 @@
 #include "absl/status/statusor.h"
 #include "common/fast_mod.h"
 #include "common/shard_map.h"
+#include "shard/mapping_guard.h"
 #include "shard/row_store.h"
 
 namespace rocksdb {
@@ -45,42 +50,50 @@ namespace engram {
 class MappedTail {
  public:
   // Scans column family `rows` of `db` (opened with mmap reads from
-  // `db_dir`), which holds shard `shard_index` of `map` as a cuckoo tail.
+  // `db_dir`), which holds shard `shard_index` of `map` as a cuckoo tail;
+  // `name` ("shard 1 (/data/shard-1)") starts every error of Read.
   // FailedPrecondition naming the reason when the rows cannot be addressed
   // this way (a value that is not a slice of a mapped .sst file under
-  // db_dir, a wrong-size value, a row missing, repeated or foreign); the
-  // caller then reads through RocksDB.
+  // db_dir, a file whose size is not the manifest's, a wrong-size value, a
+  // row missing, repeated or foreign); the caller then reads through
+  // RocksDB.
   static absl::StatusOr<std::unique_ptr<MappedTail>> Build(rocksdb::DB& db,
                                                            rocksdb::ColumnFamilyHandle* rows,
                                                            const std::string& db_dir,
                                                            const ShardMap& map,
-                                                           uint32_t shard_index);
+                                                           uint32_t shard_index, std::string name);
   ~MappedTail();
   MappedTail(const MappedTail&) = delete;
   MappedTail& operator=(const MappedTail&) = delete;
 
   // Copies each ref's row to its destination. REQUIRES: every ref names a
   // row of this shard in an existing layer (RowStore validates). DATA_LOSS
-  // naming the first row whose checksum fails; the destinations' contents
+  // naming the first row whose checksum fails (and any pages that read as
+  // zeros); every such row adds 1 to *damaged. The destinations' contents
   // are then unspecified.
-  absl::Status Read(std::span<const RowRef> refs) const;
+  absl::Status Read(std::span<const RowRef> refs, uint64_t* damaged) const;
 
   uint64_t rows() const { return rows_; }
   // Memory of the address index (8 bytes a row).
   size_t index_bytes() const { return rows_ * sizeof(const char*); }
   // Bytes of SST files mapped.
   uint64_t mapped_bytes() const { return mapped_bytes_; }
+  // Pages of the mapped files that could not be read and read as zeros.
+  uint64_t zeroed_pages() const;
 
  private:
   struct Mapping {
     void* base = nullptr;
     size_t size = 0;
+    std::unique_ptr<MappingGuard> guard;
   };
-  MappedTail(const ShardMap& map, uint32_t shard_index);
-  static absl::StatusOr<Mapping> MapFile(const std::string& path);
+  MappedTail(const ShardMap& map, uint32_t shard_index, std::string name);
+  static absl::StatusOr<Mapping> MapFile(const std::string& path, uint64_t want_size);
+  // MappingGuard::Describe of each mapping that saw a fault, joined.
+  std::string DescribeFaults() const;
 
   FastModulo shards_;
-  uint32_t shard_index_;
+  std::string name_;
   std::vector<uint32_t> row_bytes_;
   // [layer][row / n_shards]: the value (row, then RowChecksum) in a mapping.
   std::vector<std::vector<const char*>> addr_;

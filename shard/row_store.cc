@@ -14,6 +14,7 @@
 #include "rocksdb/statistics.h"
 #include "rocksdb/table_properties.h"
 #include "shard/mapped_tail.h"
+#include "shard/mapping_guard.h"
 #include "shard/shard_format.h"
 
 namespace engram {
@@ -50,12 +51,16 @@ struct Scratch {
 
 class RowStoreImpl final : public RowStore {
  public:
-  RowStoreImpl(std::unique_ptr<rocksdb::DB> db, std::vector<rocksdb::ColumnFamilyHandle*> cfs,
-               rocksdb::Options db_options, ShardMap map, ShardInfo info,
-               const RowStoreOptions& options, std::unique_ptr<MappedTail> mapped,
-               std::string tail_access)
-      : db_(std::move(db)),
+  RowStoreImpl(std::string dir, std::unique_ptr<rocksdb::DB> db,
+               std::vector<rocksdb::ColumnFamilyHandle*> cfs,
+               std::vector<std::unique_ptr<MappingGuard>> db_guards, rocksdb::Options db_options,
+               ShardMap map, ShardInfo info, const RowStoreOptions& options,
+               std::unique_ptr<MappedTail> mapped, std::string tail_access)
+      : dir_(std::move(dir)),
+        name_(absl::StrCat("shard ", info.shard_index, " (", dir_, ")")),
+        db_(std::move(db)),
         cfs_(std::move(cfs)),
+        db_guards_(std::move(db_guards)),
         rows_cf_(cfs_.back()),
         row_checksums_(info.tail_format == TailFormat::kCuckoo),
         db_options_(std::move(db_options)),
@@ -77,12 +82,15 @@ class RowStoreImpl final : public RowStore {
       stopping_ = true;
     }
     for (std::thread& t : threads_) t.join();
+    db_guards_.clear();  // before RocksDB unmaps the files
     for (rocksdb::ColumnFamilyHandle* cf : cfs_) db_->DestroyColumnFamilyHandle(cf);
     db_->Close();
   }
 
   const ShardMap& shard_map() const override { return map_; }
+  const ShardInfo& shard_info() const override { return info_; }
   uint32_t shard_index() const override { return info_.shard_index; }
+  const std::string& shard_dir() const override { return dir_; }
   std::string tail_access() const override { return tail_access_; }
   bool tail_mapped() const override { return mapped_ != nullptr; }
 
@@ -90,7 +98,10 @@ class RowStoreImpl final : public RowStore {
     if (refs.empty()) return absl::OkStatus();
     if (mapped_ != nullptr) {
       RETURN_IF_ERROR(CheckRefs(refs));
-      return mapped_->Read(refs);
+      uint64_t damaged = 0;
+      absl::Status s = mapped_->Read(refs, &damaged);
+      if (damaged != 0) damaged_rows_.fetch_add(damaged, std::memory_order_relaxed);
+      return s;
     }
     absl::Notification finished;
     absl::Status result;
@@ -134,8 +145,13 @@ class RowStoreImpl final : public RowStore {
   void RunChunks(Request& req, Scratch& scratch);
   absl::Status ReadChunk(Request& req, size_t begin, size_t end, Scratch& scratch);
 
+  const std::string dir_;
+  const std::string name_;  // "shard I (DIR)", how errors name the store
   std::unique_ptr<rocksdb::DB> db_;
   std::vector<rocksdb::ColumnFamilyHandle*> cfs_;  // opened; the rows' last
+  // RocksDB's mappings of the table files (with mmap reads): a page lost
+  // under them reads as zeros, which fail the block or row checksums.
+  std::vector<std::unique_ptr<MappingGuard>> db_guards_;
   rocksdb::ColumnFamilyHandle* const rows_cf_;
   const bool row_checksums_;     // kCuckoo: each value ends in RowChecksum
   rocksdb::Options db_options_;  // owns the statistics object
@@ -146,6 +162,8 @@ class RowStoreImpl final : public RowStore {
 
   const std::unique_ptr<MappedTail> mapped_;  // null: reads go through MultiGet
   const std::string tail_access_;
+  // Rows that reads found missing, damaged or unreadable, since Open.
+  std::atomic<uint64_t> damaged_rows_{0};
 
   mutable absl::Mutex mu_;
   std::deque<std::shared_ptr<Request>> queue_ ABSL_GUARDED_BY(mu_);
@@ -241,6 +259,7 @@ absl::Status RowStoreImpl::ReadChunk(Request& req, size_t begin, size_t end, Scr
   db_->MultiGet(read_options_, rows_cf_, n, scratch.keys.data(), scratch.values.data(),
                 scratch.statuses.data(), /*sorted_input=*/true);
   absl::Status first_error;
+  uint64_t damaged = 0;
   for (size_t i = 0; i < n; ++i) {
     const Request::Item& item = req.items[begin + i];
     const uint32_t layer = ShardKeyLayer(item.key);
@@ -253,7 +272,7 @@ absl::Status RowStoreImpl::ReadChunk(Request& req, size_t begin, size_t end, Scr
                         (!row_checksums_ || CuckooValueIntact(item.key, v.data(), rb));
     if (intact) {
       std::memcpy(item.dst, v.data(), rb);
-    } else if (first_error.ok()) {
+    } else if (++damaged == 1) {
       std::string what;
       if (st.ok() && v.size() == want) {
         what = kRowChecksumFailure;
@@ -264,13 +283,18 @@ absl::Status RowStoreImpl::ReadChunk(Request& req, size_t begin, size_t end, Scr
       } else {
         what = absl::StrCat("cannot be read: ", st.ToString());
       }
-      const std::string msg =
-          absl::StrCat("shard ", info_.shard_index, ": layer ", layer, " row ", row, " ", what);
-      first_error = st.ok() || st.IsNotFound() || st.IsCorruption() ? absl::DataLossError(msg)
-                                                                    : absl::InternalError(msg);
+      const std::string faults = DescribeFaults(db_guards_);
+      const std::string msg = absl::StrCat(name_, ": layer ", layer, " row ", row, " ", what,
+                                           faults.empty() ? "" : "; ", faults);
+      // A read error of a static store (EIO: a media error) loses the row
+      // as surely as a checksum mismatch does.
+      first_error = st.ok() || st.IsNotFound() || st.IsCorruption() || st.IsIOError()
+                        ? absl::DataLossError(msg)
+                        : absl::InternalError(msg);
     }
     v.Reset();
   }
+  if (damaged != 0) damaged_rows_.fetch_add(damaged, std::memory_order_relaxed);
   return first_error;
 }
 
@@ -283,6 +307,11 @@ std::vector<std::pair<std::string, double>> RowStoreImpl::Stats() const {
   prop("rocksdb.estimate-table-readers-mem", "rocksdb_index_memory_bytes");
   prop("rocksdb.total-sst-files-size", "rocksdb_sst_bytes");
   prop("rocksdb.estimate-num-keys", "rocksdb_keys");
+  out.emplace_back("damaged_rows",
+                   static_cast<double>(damaged_rows_.load(std::memory_order_relaxed)));
+  uint64_t zeroed = mapped_ != nullptr ? mapped_->zeroed_pages() : 0;
+  for (const std::unique_ptr<MappingGuard>& g : db_guards_) zeroed += g->zeroed_pages();
+  out.emplace_back("unreadable_pages", static_cast<double>(zeroed));
   const rocksdb::Statistics* st = db_options_.statistics.get();
   if (st == nullptr) return out;
   auto ticker = [&](const char* as, std::initializer_list<uint32_t> tickers) {
@@ -354,11 +383,16 @@ absl::Status CheckStore(rocksdb::DB& db, std::span<rocksdb::ColumnFamilyHandle* 
       EncodeShardKey(ShardKey(l, row), kbuf);
       s = db.Get(rocksdb::ReadOptions(), cfs.back(), rocksdb::Slice(kbuf, sizeof(kbuf)), &value);
       const size_t rb = map.row_bytes[l];
-      if (!s.ok() || value.size() != rb + (cuckoo ? kRowChecksumBytes : 0) ||
-          (cuckoo && !CuckooValueIntact(ShardKey(l, row), value.data(), rb))) {
+      if (s.IsCorruption() || s.IsIOError() ||
+          (s.ok() && value.size() == rb + kRowChecksumBytes && cuckoo &&
+           !CuckooValueIntact(ShardKey(l, row), value.data(), rb))) {
+        return absl::DataLossError(absl::StrCat("shard directory ", dir, ": layer ", l, " row ",
+                                                row, " is damaged (", s.ToString(),
+                                                "); re-import it into a new directory"));
+      }
+      if (!s.ok() || value.size() != rb + (cuckoo ? kRowChecksumBytes : 0)) {
         return Refuse(dir, absl::StrCat("layer ", l, " row ", row,
-                                        " is missing, has the wrong size or is damaged (",
-                                        s.ToString(), ")"));
+                                        " is missing or has the wrong size (", s.ToString(), ")"));
       }
     }
   }
@@ -398,16 +432,43 @@ absl::StatusOr<std::unique_ptr<RowStore>> RowStore::Open(const std::string& shar
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;
   const std::string db_dir = shard_dir + "/" + kShardDbDir;
+  const bool mmap_reads = db_options.allow_mmap_reads;
+  const std::vector<FileMapping> before =
+      mmap_reads ? FileMappingsIn(db_dir) : std::vector<FileMapping>();
   rocksdb::Status s = rocksdb::DB::OpenForReadOnly(rocksdb::DBOptions(db_options), db_dir,
                                                    descriptors, &handles, &raw);
   if (!s.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "cannot open the shard store ", db_dir, " (", TailFormatName(info->tail_format),
-        " tail, as shard.json says): ", s.ToString()));
+    // A damaged, truncated or unreadable table file (RocksDB reads every
+    // file's footer at open) is lost data; anything else (a missing file
+    // included) a directory to fix.
+    const std::string msg = absl::StrCat("cannot open the shard store ", db_dir, " (",
+                                         TailFormatName(info->tail_format),
+                                         " tail, as shard.json says): ", s.ToString());
+    if (s.IsCorruption() || (s.IsIOError() && !s.IsPathNotFound())) {
+      return absl::DataLossError(absl::StrCat(
+          msg,
+          "; a table file is damaged, truncated or unreadable: re-import the shard into a "
+          "new directory"));
+    }
+    return absl::FailedPreconditionError(msg);
   }
   std::unique_ptr<rocksdb::DB> db(raw);
-  if (auto st = CheckStore(*db, handles, shard_dir, *map, *info); !st.ok()) {
+  auto close = [&] {
     for (rocksdb::ColumnFamilyHandle* h : handles) db->DestroyColumnFamilyHandle(h);
+  };
+  std::vector<std::unique_ptr<MappingGuard>> guards;
+  if (mmap_reads) {
+    absl::StatusOr<std::vector<std::unique_ptr<MappingGuard>>> g =
+        GuardNewMappingsIn(db_dir, before);
+    if (!g.ok()) {
+      close();
+      return g.status();
+    }
+    guards = *std::move(g);
+  }
+  if (auto st = CheckStore(*db, handles, shard_dir, *map, *info); !st.ok()) {
+    guards.clear();
+    close();
     return st;
   }
   std::unique_ptr<MappedTail> mapped;
@@ -415,7 +476,8 @@ absl::StatusOr<std::unique_ptr<RowStore>> RowStore::Open(const std::string& shar
       absl::StrCat("MultiGet on ", std::max(1, options.reader_threads), " reader threads");
   if (cuckoo && options.map_cuckoo_tail) {
     absl::StatusOr<std::unique_ptr<MappedTail>> m =
-        MappedTail::Build(*db, handles.back(), db_dir, *map, info->shard_index);
+        MappedTail::Build(*db, handles.back(), db_dir, *map, info->shard_index,
+                          absl::StrCat("shard ", info->shard_index, " (", shard_dir, ")"));
     if (m.ok()) {
       mapped = *std::move(m);
       access = absl::StrCat("mapped: ", mapped->rows(), " rows in ", mapped->mapped_bytes() >> 20,
@@ -424,9 +486,9 @@ absl::StatusOr<std::unique_ptr<RowStore>> RowStore::Open(const std::string& shar
       absl::StrAppend(&access, " (", m.status().message(), ")");
     }
   }
-  return std::unique_ptr<RowStore>(
-      new RowStoreImpl(std::move(db), std::move(handles), std::move(db_options), *std::move(map),
-                       *std::move(info), options, std::move(mapped), std::move(access)));
+  return std::unique_ptr<RowStore>(new RowStoreImpl(
+      shard_dir, std::move(db), std::move(handles), std::move(guards), std::move(db_options),
+      *std::move(map), *std::move(info), options, std::move(mapped), std::move(access)));
 }
 
 }  // namespace engram

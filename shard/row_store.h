@@ -21,6 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/shard_map.h"
+#include "shard/shard_format.h"
 
 namespace engram {
 
@@ -63,13 +64,25 @@ class RowStore {
   // shard.json; FailedPrecondition when a file is malformed or (naming both
   // sides) when they disagree with each other or with the DB's identity
   // record, entry count, or first and last row of a layer, or for direct_io
-  // on a cuckoo tail.
+  // on a cuckoo tail; DataLoss when RocksDB finds a table file damaged or
+  // truncated (it checks every file's size and footer at open) or the first
+  // or last row of a layer is damaged.
+  //
+  // With mmap reads (the default; always for a cuckoo tail) every mapping
+  // of a table file, RocksDB's and a mapped tail's, is guarded
+  // (shard/mapping_guard.h): a page a file loses while the store is open
+  // (truncated, a media error) reads as zeros, which fail the block or row
+  // checksums, so those rows are DATA_LOSS instead of a SIGBUS.
   static absl::StatusOr<std::unique_ptr<RowStore>> Open(const std::string& shard_dir,
                                                         const RowStoreOptions& options);
   virtual ~RowStore() = default;
 
   virtual const ShardMap& shard_map() const = 0;
+  // shard.json: per-layer row counts and checksums, the tail format.
+  virtual const ShardInfo& shard_info() const = 0;
   virtual uint32_t shard_index() const = 0;
+  // The directory Open was given.
+  virtual const std::string& shard_dir() const = 0;
 
   // How tail rows are read, for the start-up log: "MultiGet on N reader
   // threads", or "mapped: ..." (with the reason when mapping was wanted but
@@ -81,10 +94,12 @@ class RowStore {
 
   // Reads every ref (callers validate that each row belongs to this shard
   // and its layer exists; a ref that does not is INVALID_ARGUMENT, checked
-  // before any read). A missing key, a wrong-size value or a block (or
-  // row) checksum mismatch is DATA_LOSS naming the row; on error the destinations'
-  // contents are unspecified. Refs may repeat and come in any order. Blocks
-  // until done; the calling thread reads too.
+  // before any read). A missing key, a wrong-size value, a block (or row)
+  // checksum mismatch or an I/O error is DATA_LOSS naming the store ("shard
+  // I (DIR)") and the first such row, and any pages of table files that
+  // read as zeros; each such row counts in Stats' damaged_rows. On error
+  // the destinations' contents are unspecified. Refs may repeat and come in
+  // any order. Blocks until done; the calling thread reads too.
   virtual absl::Status ReadRows(std::span<const RowRef> refs) = 0;
   // The same, without blocking: `done` runs once, on a reader thread, after
   // every ref is written (inline, before returning, for an empty or invalid
@@ -99,8 +114,11 @@ class RowStore {
   // rocksdb_sst_bytes, rocksdb_keys, and cumulative counters
   // rocksdb_multiget_calls, _keys, _bytes, rocksdb_file_reads,
   // rocksdb_file_read_bytes (SST reads), rocksdb_block_checksums (blocks
-  // verified) and rocksdb_block_cache_hits; and for a mapped cuckoo tail
-  // tail_mapped_rows, tail_mapped_bytes and tail_index_memory_bytes.
+  // verified) and rocksdb_block_cache_hits; for a mapped cuckoo tail
+  // tail_mapped_rows, tail_mapped_bytes and tail_index_memory_bytes; and
+  // always the cumulative damaged_rows (rows reads found missing, damaged
+  // or unreadable: DATA_LOSS) and unreadable_pages (pages of mapped table
+  // files that faulted and now read as zeros).
   virtual std::vector<std::pair<std::string, double>> Stats() const = 0;
 };
 

@@ -25,6 +25,7 @@
 #include "tools/lookup_command.h"
 #include "tools/progress.h"
 #include "tools/shard_commands.h"
+#include "tools/verify_command.h"
 
 // gen-table defaults are GenTableOptions' (common/table_gen.h).
 static const engram::GenTableOptions kGenDefaults;
@@ -65,6 +66,7 @@ constexpr char kUsage[] =
     "                            print what each shard server serves (its Info)\n"
     "  activate --shards host:port,... --to-version N [--admin-token-file F]\n"
     "                            switch every replica to table version N, one at a time\n"
+    "  verify --db SHARD_DIR [--table DIR]  check every row against shard.json (and the table)\n"
     "flags may be spelled with '-' or '_' (--shard-index = --shard_index)\n";
 
 int Fail(const std::string& line) {
@@ -149,5 +151,6 @@ int main(int argc, char** argv) {
   if (command == "shardmap") return engram::ShardMapCommand(args);
   if (command == "info") return engram::InfoCommand(args);
   if (command == "activate") return engram::ActivateCommand(args);
+  if (command == "verify") return engram::VerifyCommand(args);
   return Fail(absl::StrCat("unknown command '", command, "'; run engramctl --help for the list"));
 }

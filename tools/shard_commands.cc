@@ -16,7 +16,8 @@ ABSL_DECLARE_FLAG(uint64_t, table_version);
 // import defaults are ImportOptions' (shard/importer.h).
 static const engram::ImportOptions kImportDefaults;
 
-ABSL_FLAG(std::string, table, kImportDefaults.table_dir, "import: the table directory to shard");
+ABSL_FLAG(std::string, table, kImportDefaults.table_dir,
+          "import: the table directory to shard; verify: the table to compare every row with");
 ABSL_FLAG(std::string, gguf, kImportDefaults.gguf_path,
           "import: a DeepSeek-V4.1 GGUF file to shard instead of --table");
 ABSL_FLAG(std::string, shards, "",
