@@ -3,7 +3,7 @@ BUILD   ?= build
 JOBS    ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all setup build test demo bench image format clean fuzz
+.PHONY: all setup build test demo bench image soak format clean fuzz
 
 all: build
 
@@ -24,6 +24,11 @@ demo: build
 
 bench: build
 	@bash scripts/bench.sh $(BUILD)
+
+# Mixed load against 3 shards for SOAK_MINUTES (10), a table version switch
+# half-way; RSS, errors and wrong rows checked (docs/reliability.md, "Soak").
+soak: build
+	@/usr/bin/python3 scripts/soak.py $(BUILD)
 
 # The container image the Helm chart runs, made with buildah (no Docker
 # daemon): scripts/image.sh, docs/operations.md.

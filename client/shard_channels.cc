@@ -81,6 +81,13 @@ ShardChannels::ShardChannels(const std::vector<std::vector<std::string>>& addres
         args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 50);
         args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
                     static_cast<int>(absl::ToInt64Milliseconds(options.max_reconnect_backoff)));
+        // HTTP/2 keepalive pings find a connection whose peer went silent (a
+        // cut link, a frozen host) in seconds, not at TCP's next
+        // retransmission: the replica is reconnected once it is back.
+        args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 2000);
+        args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 1000);
+        args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+        args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
         // Each channel its own TCP connection.
         args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
         args.SetInt("engram.channel_index", c);

@@ -302,6 +302,11 @@ absl::Status ShardServer::StartGrpc(const ShardServerOptions& options) {
   builder.AddListeningPort(options.listen, credentials, &port_);
   builder.RegisterService(service_.get());
   builder.RegisterService(admin_.get());
+  // Clients ping every 2 s, with or without calls, to find dead links
+  // (client/shard_channels.cc): allow it.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
   // A second server on the same port is an error, not a silent load split.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   // Room for max_rows_per_request ids of up to 10 varint bytes each.
