@@ -418,8 +418,7 @@ void EngramClient::Impl::SendLayers(StepState& st, int first, int last) {
   // Spread first attempts over replicas, so replicas share the load.
   for (ShardRpc* rpc : to_start) {
     const int replicas = channels->n_replicas(rpc->shard());
-    rpc->Start(policy, static_cast<int>(steps.load(std::memory_order_relaxed) %
-                                        static_cast<uint64_t>(replicas)));
+    rpc->Start(policy, static_cast<int>(st.number % static_cast<uint64_t>(replicas)));
   }
 }
 
@@ -545,6 +544,7 @@ absl::StatusOr<Step> EngramClient::Prefetch(const StepInput& in) {
     ly.resolved = false;
   }
   st->ResetProgress(/*next_to_send=*/0, /*deduped=*/0);
+  st->number = c.steps.load(std::memory_order_relaxed);
   st->prefetched = absl::Now();
   for (int l = 0; l < c.n_layers; ++l) st->layers[l].arrived = st->prefetched;
   // Layers go out in order, each as soon as it is de-duplicated (the first

@@ -24,6 +24,10 @@
 namespace engram {
 
 struct StepState {
+  // The client's step count when this step was prefetched: every layer of
+  // the step starts on the same replica of a shard (replica = number %
+  // replicas), so a hung replica delays a step once, not in each layer.
+  uint64_t number = 0;
   // One RPC of the step: the rows it asked for, as pieces of its layers'
   // grouped order (one piece per layer, in request order), and its
   // response, held so the rows can be read in place until the step is
