@@ -391,9 +391,8 @@ absl::Status StreamConnection::Greet(int fd) {
   bool sent;
   if (tls_ != nullptr) {
     std::vector<uint8_t> records;
-    iovec sealed = {nullptr, 0};
     sent = tls_->Seal(iov, 2, &records);
-    sealed = {records.data(), records.size()};
+    iovec sealed = {records.data(), records.size()};
     sent = sent && WriteFull(fd, &sealed, 1);
   } else {
     sent = WriteFull(fd, iov, 2);

@@ -8,26 +8,14 @@
 
 #include "absl/strings/str_replace.h"
 #include "common/engram_hash.h"
+#include "common/testing/test_files.h"
 #include "gtest/gtest.h"
 
 namespace engram {
 namespace {
 
 // 4 tokens, one Engram layer, orders 2..3, 2 heads, primes 2, 3, 5, 7.
-HashLayout Tiny() {
-  HashLayout l;
-  l.vocab_size = 4;
-  l.engram_layer_ids = {1};
-  l.max_ngram_size = 3;
-  l.n_heads = 2;
-  l.pad_id = 2;
-  l.token_map = {0, 1, 2, 3};
-  l.multipliers = {{3, 5, 7}};
-  l.primes = {{{2, 3}, {5, 7}}};
-  l.offsets = {{0, 2, 5, 10}};
-  l.table_rows = {17};
-  return l;
-}
+HashLayout Tiny() { return testing::TinyHashLayout(); }
 
 void ExpectInvalid(const absl::Status& s, const std::string& what, const std::string& message) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << what << ": " << s;

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_replace.h"
 #include "common/table.h"
+#include "common/testing/test_files.h"
 #include "gtest/gtest.h"
 
 namespace engram {
@@ -12,17 +13,7 @@ namespace {
 
 // One layer of 17 rows (primes 2, 3, 5, 7), 64 + 2 bytes a row, checksummed.
 TableManifest Tiny() {
-  HashLayout l;
-  l.vocab_size = 4;
-  l.engram_layer_ids = {1};
-  l.max_ngram_size = 3;
-  l.n_heads = 2;
-  l.pad_id = 2;
-  l.token_map = {0, 1, 2, 3};
-  l.multipliers = {{3, 5, 7}};
-  l.primes = {{{2, 3}, {5, 7}}};
-  l.offsets = {{0, 2, 5, 10}};
-  l.table_rows = {17};
+  const HashLayout l = testing::TinyHashLayout();
   absl::StatusOr<TableManifest> m = TableManifest::ForLayout("t", 1, l, 64, 32);
   EXPECT_TRUE(m.ok()) << m.status();
   m->layers[0].checksum = FormatChecksum(42);

@@ -2,16 +2,10 @@
 
 #include <string>
 
+#include "service/grpc_status.h"
 #include "service/shard_server.h"
 
 namespace engram {
-namespace {
-
-grpc::Status ToGrpc(const absl::Status& status) {
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
-}
-
-}  // namespace
 
 grpc::Status AdminService::Activate(grpc::ServerContext* context,
                                     const v1::ActivateRequest* request,

@@ -129,23 +129,20 @@ int main(int argc, char** argv) {
   if (absl::GetFlag(FLAGS_db).empty()) {
     return Fail(2, "no shard directory: pass --db DIR (from engramctl import)");
   }
-  auto budget = engram::ParseByteSize(absl::GetFlag(FLAGS_ram_budget));
-  if (!budget.ok()) {
-    return Fail(2, absl::StrCat("--ram-budget: ", budget.status().message()));
-  }
-  auto scrub_pinned = engram::ParseByteSize(absl::GetFlag(FLAGS_scrub_pinned_bytes_per_second));
-  if (!scrub_pinned.ok()) {
-    return Fail(2,
-                absl::StrCat("--scrub-pinned-bytes-per-second: ", scrub_pinned.status().message()));
-  }
-  auto scrub_disk = engram::ParseByteSize(absl::GetFlag(FLAGS_scrub_disk_bytes_per_second));
-  if (!scrub_disk.ok()) {
-    return Fail(2, absl::StrCat("--scrub-disk-bytes-per-second: ", scrub_disk.status().message()));
-  }
-  auto worker_cache = engram::ParseByteSize(absl::GetFlag(FLAGS_worker_cache_bytes));
-  if (!worker_cache.ok()) {
-    return Fail(2, absl::StrCat("--worker-cache-bytes: ", worker_cache.status().message()));
-  }
+  // The byte-size flags (suffixes K, M, G, T); the first bad one fails.
+  std::string bad;
+  auto bytes = [&bad](const absl::Flag<std::string>& flag, const char* name) -> uint64_t {
+    absl::StatusOr<uint64_t> v = engram::ParseByteSize(absl::GetFlag(flag));
+    if (!v.ok() && bad.empty()) bad = absl::StrCat("--", name, ": ", v.status().message());
+    return v.value_or(0);
+  };
+  const uint64_t budget = bytes(FLAGS_ram_budget, "ram-budget");
+  const uint64_t scrub_pinned =
+      bytes(FLAGS_scrub_pinned_bytes_per_second, "scrub-pinned-bytes-per-second");
+  const uint64_t scrub_disk =
+      bytes(FLAGS_scrub_disk_bytes_per_second, "scrub-disk-bytes-per-second");
+  const uint64_t worker_cache = bytes(FLAGS_worker_cache_bytes, "worker-cache-bytes");
+  if (!bad.empty()) return Fail(2, bad);
 
   engram::ShardServerOptions options;
   options.db_dir = absl::GetFlag(FLAGS_db);
@@ -155,8 +152,8 @@ int main(int argc, char** argv) {
   options.stream_port = absl::GetFlag(FLAGS_stream_port);
   options.hot_cache_share_percent = absl::GetFlag(FLAGS_hot_cache_share);
   options.stream_advertise_port = absl::GetFlag(FLAGS_stream_advertise_port);
-  options.ram_budget_bytes = *budget;
-  options.worker_cache_bytes = *worker_cache;
+  options.ram_budget_bytes = budget;
+  options.worker_cache_bytes = worker_cache;
   options.hot_profile_path = absl::GetFlag(FLAGS_hot_profile);
   options.threads = absl::GetFlag(FLAGS_threads);
   options.reader_threads = absl::GetFlag(FLAGS_reader_threads);
@@ -169,8 +166,8 @@ int main(int argc, char** argv) {
   options.max_inflight_per_connection = absl::GetFlag(FLAGS_max_inflight_per_connection);
   options.stream_idle_timeout = absl::GetFlag(FLAGS_stream_idle_timeout);
   options.metrics_host = absl::GetFlag(FLAGS_metrics_host);
-  options.scrub_pinned_bytes_per_second = *scrub_pinned;
-  options.scrub_disk_bytes_per_second = *scrub_disk;
+  options.scrub_pinned_bytes_per_second = scrub_pinned;
+  options.scrub_disk_bytes_per_second = scrub_disk;
   options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
   options.tls_key_file = absl::GetFlag(FLAGS_tls_key);
   options.tls_ca_file = absl::GetFlag(FLAGS_tls_ca);

@@ -8,6 +8,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/fast_mod.h"
+#include "service/grpc_status.h"
 #include "service/log.h"
 
 namespace engram {
@@ -21,12 +22,6 @@ constexpr size_t kMaxPooledIds = size_t{1} << 17;
 // A request's gather is split over the GatherPool in shares of at least
 // this many rows (smaller ones are not worth a thread hand-off).
 constexpr size_t kMinGatherShareRows = 2048;
-
-grpc::Status ToGrpc(const absl::Status& status) {
-  if (status.ok()) return grpc::Status::OK;
-  // absl and gRPC share the canonical code numbering.
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
-}
 
 }  // namespace
 

@@ -24,6 +24,21 @@ TempDir::~TempDir() {
   if (!path_.empty()) (void)RemoveTree(path_);
 }
 
+HashLayout TinyHashLayout() {
+  HashLayout l;
+  l.vocab_size = 4;
+  l.engram_layer_ids = {1};
+  l.max_ngram_size = 3;
+  l.n_heads = 2;
+  l.pad_id = 2;
+  l.token_map = {0, 1, 2, 3};
+  l.multipliers = {{3, 5, 7}};
+  l.primes = {{{2, 3}, {5, 7}}};
+  l.offsets = {{0, 2, 5, 10}};
+  l.table_rows = {17};
+  return l;
+}
+
 absl::Status MakeSmallTable(const std::string& dir, int64_t engram_vocab_size, uint64_t seed) {
   GenTableOptions o;
   o.out_dir = dir;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/layout.h"
 
 namespace engram::testing {
 
@@ -29,6 +30,10 @@ class TempDir {
 
 // Writes a "small"-preset table (66-byte rows) with the given
 // engram_vocab_size and seed to `dir`.
+// A valid hash layout small enough to reason about by hand: 4 tokens, one
+// Engram layer of 17 rows, orders 2..3, 2 heads, primes 2, 3, 5, 7.
+HashLayout TinyHashLayout();
+
 absl::Status MakeSmallTable(const std::string& dir, int64_t engram_vocab_size = 300,
                             uint64_t seed = 7);
 
