@@ -160,6 +160,7 @@ class EngramSystem : public BenchSystem {
     for (const std::string& a : deployment_->addresses()) co.shard_addresses.push_back({a});
     co.channels_per_replica = connections;
     co.rpc_deadline = absl::Seconds(60);  // a step off disk may take a while
+    co.step_deadline = absl::Seconds(120);
     // A closed loop wants every layer at once, as the peers fetch them: no
     // waiting for layer l's rows before layer l + 1 is asked for.
     co.pipeline_layers = options_.pipeline_layers;

@@ -108,6 +108,11 @@ absl::Status ClientOptions::Validate() const {
       return absl::InvalidArgumentError(absl::StrCat("shard ", s, " has no address"));
     }
   }
+  if (step_deadline <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "step_deadline is ", absl::FormatDuration(step_deadline),
+        "; it must be positive (InfiniteDuration() for none)"));
+  }
   if (rpc_deadline <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "rpc_deadline is ", absl::FormatDuration(rpc_deadline), "; it must be positive"));
@@ -185,6 +190,11 @@ absl::StatusOr<std::unique_ptr<EngramClient>> EngramClient::Create(ClientOptions
   c.shard_map = std::move(map);
   c.hasher = std::move(hasher);
   c.version = c.options.version != 0 ? c.options.version : c.shard_map.version;
+  if (c.version == c.manifest.version) {
+    std::vector<std::string> sums;
+    for (const LayerInfo& l : c.manifest.layers) sums.push_back(l.checksum);
+    c.source_checksum = SourceChecksum(sums);
+  }
   c.n_layers = c.hasher->n_layers();
   c.n_cols = c.hasher->n_cols();
   c.n_shards = static_cast<int>(c.shard_map.n_shards);
@@ -374,6 +384,8 @@ void EngramClient::Impl::SendLayers(StepState& st, int first, int last) {
         }
         StepState::Chunk* chunk = st.chunks[st.chunks_used].get();
         chunk->pieces.clear();
+        chunk->shard = s;
+        chunk->done = false;
         request.clear();
         size_t rows = 0;
         while (layer <= last && rows < limit) {
@@ -396,7 +408,8 @@ void EngramClient::Impl::SendLayers(StepState& st, int first, int last) {
         for (const StepState::Chunk::Piece& piece : chunk->pieces) {
           ++st.layers[piece.layer].pending;
         }
-        grpc::Slice slice = wire::EncodeLookupRequest(shard_map.table, version, request);
+        grpc::Slice slice =
+            wire::EncodeLookupRequest(shard_map.table, version, request, source_checksum);
         StepState* stp = &st;
         const uint64_t want = version;
         const size_t response_bytes = wire::LookupResponseSize(want, chunk->rows_bytes());
@@ -457,6 +470,7 @@ absl::StatusOr<Step> EngramClient::Impl::FetchRows(const std::vector<std::vector
     st->unique_rows += rows[l].size();
   }
   st->ResetProgress(/*next_to_send=*/n_layers, /*deduped=*/n_layers);  // sent right here
+  st->prefetched = absl::Now();
   std::unique_ptr<LocalCache> no_cache = std::move(local_cache);
   SendLayers(*st, 0, n_layers - 1);
   local_cache = std::move(no_cache);

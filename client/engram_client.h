@@ -12,7 +12,8 @@
 // A worker can Wait for the first Engram layer while the second's rows are
 // still in flight.
 //
-// Faults: every RPC has a deadline; on UNAVAILABLE or DEADLINE_EXCEEDED the
+// Faults: every RPC has a deadline, and every step one
+// (ClientOptions::step_deadline); on UNAVAILABLE or DEADLINE_EXCEEDED the
 // shard's next replica is tried; optionally a hedged request goes to a second
 // replica after a delay. When no replica of a shard answers, Wait fails with
 // UNAVAILABLE naming the shard: rows are never zeros or stale.
@@ -69,6 +70,11 @@ struct ClientOptions {
   Transport transport = Transport::kRowStream;
   // Deadline of one RPC attempt (also bounds a row stream's connect).
   absl::Duration rpc_deadline = absl::Seconds(2);
+  // The longest a step's layer may take from Prefetch until its rows are
+  // in, whatever retries, fail-overs and hedges happen meanwhile: past it,
+  // Wait fails with DEADLINE_EXCEEDED naming the layer and the shards that
+  // had not answered. InfiniteDuration() = only the RPC deadlines bound it.
+  absl::Duration step_deadline = absl::Seconds(5);
   // Row ids per Lookup RPC; a shard's batch over this is split.
   uint32_t max_rows_per_rpc = 16384;
   // gRPC channels per replica (separate TCP connections), and as many row

@@ -28,6 +28,9 @@ struct EngramClient::Impl {
   RpcCounters counters;
   LatencyWindow latency;
   uint64_t version = 0;
+  // Sent with every Lookup: the manifest's SourceChecksum (empty when asking
+  // for a version other than the manifest's, whose rows it does not describe).
+  std::string source_checksum;
   int n_layers = 0, n_cols = 0, n_shards = 0;
 
   std::atomic<uint64_t> steps{0}, ids{0}, unique_rows{0}, local_hits{0}, rows_fetched{0};

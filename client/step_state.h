@@ -10,9 +10,11 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -41,6 +43,8 @@ struct StepState {
       const uint8_t** dst = nullptr;  // into the layer's fetched_src
     };
     std::vector<Piece> pieces;
+    int shard = 0;      // the shard asked
+    bool done = false;  // its RPC finished (StepState::mu)
     wire::ResponseRows rows;
     std::vector<uint8_t> straddle;
 
@@ -147,10 +151,11 @@ struct StepState {
     deduped = ready;
   }
   // Called by an RPC before it goes quiet, so the step is still alive.
-  void OnRpcDone(const Chunk& chunk, const absl::Status& s) {
+  void OnRpcDone(Chunk& chunk, const absl::Status& s) {
     bool layer_done = false;
     {
       absl::MutexLock l(&mu);
+      chunk.done = true;
       const absl::Time now = absl::Now();
       for (const Chunk::Piece& piece : chunk.pieces) {
         Layer& ly = layers[piece.layer];
@@ -163,6 +168,24 @@ struct StepState {
       cv.SignalAll();
     }
     if (layer_done) advance(*this, -1);
+  }
+  // The shards whose RPCs for `layer` (< 0: for any layer) have not
+  // finished, as "1, 3", or "none". REQUIRES: mu held.
+  std::string PendingShardsLocked(int layer) const {
+    std::vector<int> shards;
+    for (size_t c = 0; c < chunks_used; ++c) {
+      const Chunk& chunk = *chunks[c];
+      if (chunk.done) continue;
+      for (const Chunk::Piece& piece : chunk.pieces) {
+        if (piece.layer == layer || layer < 0) {
+          shards.push_back(chunk.shard);
+          break;
+        }
+      }
+    }
+    std::sort(shards.begin(), shards.end());
+    shards.erase(std::unique(shards.begin(), shards.end()), shards.end());
+    return shards.empty() ? std::string("none") : absl::StrJoin(shards, ", ");
   }
   void OnRpcQuiet() {
     absl::MutexLock l(&mu);

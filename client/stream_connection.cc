@@ -267,11 +267,22 @@ void StreamConnection::FailExpired(const std::vector<StreamCall*>& calls) {
 
 void StreamConnection::WriteOrQueueLocked(const Outstanding& o) {
   Write w;
-  stream::EncodeHeader({o.id, stream::kLookup, o.request.size()}, w.header);
+  if (version_.load(std::memory_order_relaxed) >= 3) {
+    // The shard stops reading rows for it once the caller has given up.
+    const absl::Duration left = std::max(o.deadline - absl::Now(), absl::ZeroDuration());
+    stream::EncodeHeader({o.id, stream::kLookupTimed, stream::kTimeoutBytes + o.request.size()},
+                         w.header);
+    stream::EncodeTimeoutMicros(
+        static_cast<uint64_t>(std::min(absl::ToInt64Microseconds(left), int64_t{1} << 40)),
+        w.header + stream::kHeaderBytes);
+    w.header_bytes = stream::kHeaderBytes + stream::kTimeoutBytes;
+  } else {
+    stream::EncodeHeader({o.id, stream::kLookup, o.request.size()}, w.header);
+  }
   w.payload = o.request;
   if (tls_ != nullptr) {
     // Sealed now, under mu_: records go out in the order they are sealed.
-    const iovec plain[2] = {{w.header, sizeof(w.header)},
+    const iovec plain[2] = {{w.header, w.header_bytes},
                             {const_cast<uint8_t*>(w.payload.begin()), w.payload.size()}};
     if (!tls_->Seal(plain, 2, &w.sealed)) {
       ::shutdown(fd_, SHUT_RDWR);
@@ -280,7 +291,7 @@ void StreamConnection::WriteOrQueueLocked(const Outstanding& o) {
     w.payload = grpc::Slice();
   }
   if (writes_.empty() && !writer_busy_) {
-    iovec iov[2] = {{w.header, sizeof(w.header)},
+    iovec iov[2] = {{w.header, w.header_bytes},
                     {const_cast<uint8_t*>(w.payload.begin()), w.payload.size()}};
     if (!w.sealed.empty()) iov[0] = {w.sealed.data(), w.sealed.size()}, iov[1] = {nullptr, 0};
     const ssize_t n = WriteSome(fd_, iov, 2);
@@ -313,7 +324,7 @@ void StreamConnection::WriteLoop() {
       fd = fd_;
       generation = generation_;
     }
-    iovec iov[2] = {{w.header, sizeof(w.header)},
+    iovec iov[2] = {{w.header, w.header_bytes},
                     {const_cast<uint8_t*>(w.payload.begin()), w.payload.size()}};
     if (!w.sealed.empty()) iov[0] = {w.sealed.data(), w.sealed.size()}, iov[1] = {nullptr, 0};
     iovec* p = iov;
@@ -402,10 +413,14 @@ absl::Status StreamConnection::Greet(int fd) {
     failed = StreamError(absl::StrCat("hello: ", errno == 0 ? "closed" : std::strerror(errno)));
   } else if (absl::StatusOr<uint32_t> v = stream::DecodeHello(hello); !v.ok()) {
     failed = StreamError(v.status().message());
-  } else if (*v != stream::kVersion && !(*v == 1 && token.empty())) {
-    // Version 1 servers take a hello without a token.
+  } else if (*v > stream::kVersion || (*v == 1 && !token.empty())) {
+    // Version 1 servers take a hello without a token; version 2 ones
+    // requests without a timeout.
     failed = StreamError(absl::StrCat("the shard answers with version ", *v,
-                                      "; this client speaks version ", stream::kVersion));
+                                      "; this client speaks versions ",
+                                      token.empty() ? 1 : 2, " to ", stream::kVersion));
+  } else {
+    version_.store(*v, std::memory_order_relaxed);
   }
   // From here a receive that stalls mid-frame for connect_timeout fails.
   SetLiveness(fd, options_.connect_timeout);

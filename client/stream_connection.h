@@ -18,6 +18,7 @@
 #ifndef ENGRAM_CLIENT_STREAM_CONNECTION_H_
 #define ENGRAM_CLIENT_STREAM_CONNECTION_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -32,6 +33,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/tls.h"
+#include "proto/stream_wire.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/byte_buffer.h"
@@ -125,7 +127,8 @@ class StreamConnection {
     grpc::Slice request;  // until queued for writing (then empty)
   };
   struct Write {
-    uint8_t header[16];
+    uint8_t header[stream::kHeaderBytes + stream::kTimeoutBytes];
+    size_t header_bytes = stream::kHeaderBytes;  // + kTimeoutBytes for a timed Lookup
     grpc::Slice payload;
     std::vector<uint8_t> sealed;  // with TLS: the frame's records (header and payload empty)
     size_t done = 0;              // bytes of header + payload (or sealed) written
@@ -161,6 +164,8 @@ class StreamConnection {
   const StreamConnectionOptions options_;
   std::string host_;
   int wake_fd_ = -1;  // eventfd: a call due before poll_until_, or stopping
+  // The row stream version the shard agreed to (its hello), 0 before one.
+  std::atomic<uint32_t> version_{0};
 
   absl::Mutex mu_;
   State state_ ABSL_GUARDED_BY(mu_) = State::kConnecting;

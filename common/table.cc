@@ -44,6 +44,12 @@ std::string FormatChecksum(uint64_t xxh3) {
   return absl::StrCat("xxh3_64:", absl::Hex(xxh3, absl::kZeroPad16));
 }
 
+std::string SourceChecksum(const std::vector<std::string>& layer_checksums) {
+  std::string all;
+  for (const std::string& c : layer_checksums) absl::StrAppend(&all, c, "\n");
+  return FormatChecksum(XXH3_64bits(all.data(), all.size()));
+}
+
 // ------------------------------------------------------------------ reader
 
 absl::StatusOr<std::unique_ptr<TableReader>> TableReader::Open(const std::string& table_dir) {

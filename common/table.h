@@ -41,6 +41,12 @@ std::string EngramScaleTensorName(int64_t layer_id);
 // Formats a checksum value as "xxh3_64:<16 hex>".
 std::string FormatChecksum(uint64_t xxh3);
 
+// A table's source checksum: FormatChecksum of XXH3-64 over its per-layer
+// checksums in layer order, each followed by "\n". What `engramctl import`
+// records in shard.json and what Lookups carry, so a worker and a shard
+// agree they hold the same rows.
+std::string SourceChecksum(const std::vector<std::string>& layer_checksums);
+
 // One Engram layer's table. A plain value type.
 struct LayerInfo {
   int index = 0;         // position in TableManifest::layers and the layout

@@ -6,6 +6,7 @@
 // LookupRequestBytes, fuzz/lookup_bytes.proto: the same message with the
 // table as bytes, since the codec does not check UTF-8), and that a parsed
 // request re-encodes (EncodeLookupRequest) to one that parses the same.
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -33,9 +34,16 @@ Layers FromQuery(const wire::LookupQuery& q) {
   return out;
 }
 
-Layers FromProto(const LookupRequestBytes& r) {
+// Protobuf's entries with row ids (the codec keeps only those), and the
+// highest layer of the others (-1: none).
+Layers FromProto(const LookupRequestBytes& r, int64_t* max_empty_layer) {
   Layers out;
+  *max_empty_layer = -1;
   for (const LayerRowsBytes& l : r.layers()) {
+    if (l.row_ids().empty()) {
+      *max_empty_layer = std::max(*max_empty_layer, int64_t{l.layer()});
+      continue;
+    }
     out.emplace_back(l.layer(), std::vector<uint64_t>(l.row_ids().begin(), l.row_ids().end()));
   }
   return out;
@@ -79,18 +87,27 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(pb_ok, "protobuf refuses what we accept");
     FUZZ_CHECK(pb.table() == q.table, "table differs from protobuf's");
     FUZZ_CHECK(pb.version() == q.version, "version differs from protobuf's");
-    FUZZ_CHECK(FromProto(pb) == FromQuery(q), "layers differ from protobuf's");
+    FUZZ_CHECK(pb.source_checksum() == q.source_checksum,
+               "source_checksum differs from protobuf's");
+    int64_t pb_max_empty = -1;
+    FUZZ_CHECK(FromProto(pb, &pb_max_empty) == FromQuery(q), "layers differ from protobuf's");
+    FUZZ_CHECK(pb_max_empty == q.max_empty_layer, "empty layers differ from protobuf's");
+    FUZZ_CHECK(sliced.source_checksum == q.source_checksum &&
+                   sliced.max_empty_layer == q.max_empty_layer,
+               "the sliced parse differs");
     std::vector<wire::LayerRowIds> layers;
     for (const wire::LayerRange& l : q.layers) {
       layers.push_back({l.layer, std::span<const uint64_t>(q.ids.data() + l.begin, l.count)});
     }
-    const grpc::Slice encoded = wire::EncodeLookupRequest(q.table, q.version, layers);
+    const grpc::Slice encoded =
+        wire::EncodeLookupRequest(q.table, q.version, layers, q.source_checksum);
     wire::LookupQuery again;
     const absl::Status s3 = wire::ParseLookupRequest(
         std::span<const uint8_t>(encoded.begin(), encoded.size()), kMaxRows, &again);
     FUZZ_CHECK(s3.ok(), s3.ToString());
     FUZZ_CHECK(
-        again.table == q.table && again.version == q.version && FromQuery(again) == FromQuery(q),
+        again.table == q.table && again.version == q.version &&
+            again.source_checksum == q.source_checksum && FromQuery(again) == FromQuery(q),
         "the re-encoded request parses differently");
   } else if (s.code() == absl::StatusCode::kResourceExhausted) {
     FUZZ_CHECK(!pb_ok || pb_ids > kMaxRows, "ResourceExhausted for a request within max_rows");

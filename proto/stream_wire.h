@@ -12,6 +12,8 @@
 //               then, from a client of version >= 2, token_bytes of its
 //               bearer token (none: 0)
 //   request:    u32 id  u32 kind    u64 payload_bytes   then the payload
+//               (kind kLookupTimed, version >= 3: the payload starts with
+//               u64 timeout_us, the caller's time left, then the request)
 //   response:   u32 id  u32 status  u64 payload_bytes   then the payload
 //
 // The client's hello names the highest version it speaks; the server
@@ -21,7 +23,10 @@
 // token and gets none or a wrong one answers its hello, then one response
 // with id kConnectionError (UNAUTHENTICATED and why), and closes. With TLS
 // on, the whole connection, hello included, runs inside TLS
-// (common/tls.h). A request's kind is kLookup and its payload a LookupRequest;
+// (common/tls.h). A request's kind is kLookup and its payload a LookupRequest,
+// or (version >= 3) kLookupTimed, the same after the time the caller still
+// waits: the server reads no rows for it from disk once that has passed
+// (counted from the frame's arrival, so the hosts' clocks need not agree);
 // a response echoes the request's id, with status 0 (OK) and a
 // LookupResponse, or a gRPC status code and the error message (UTF-8).
 // Responses may come back in any order. A malformed frame closes the
@@ -39,8 +44,9 @@
 
 namespace engram::stream {
 
-// 1: the first; 2: the client's hello carries its bearer token.
-inline constexpr uint32_t kVersion = 2;
+// 1: the first; 2: the client's hello carries its bearer token; 3: requests
+// may carry their timeout (kLookupTimed).
+inline constexpr uint32_t kVersion = 3;
 inline constexpr size_t kHelloBytes = 16;
 // Longest token a hello may carry.
 inline constexpr uint32_t kMaxTokenBytes = 4096;
@@ -51,7 +57,12 @@ inline constexpr size_t kHeaderBytes = 16;
 // Error messages longer than this are cut.
 inline constexpr size_t kMaxErrorBytes = 4096;
 
-enum Kind : uint32_t { kLookup = 1 };
+enum Kind : uint32_t { kLookup = 1, kLookupTimed = 2 };
+// Bytes of a kLookupTimed payload's timeout, before the request.
+inline constexpr size_t kTimeoutBytes = 8;
+// The timeout a kLookupTimed payload starts with, and its encoding.
+uint64_t DecodeTimeoutMicros(const uint8_t in[kTimeoutBytes]);
+void EncodeTimeoutMicros(uint64_t timeout_us, uint8_t out[kTimeoutBytes]);
 
 // `token_bytes`: the length of the token that follows (clients of version
 // >= 2; 0 for none and in a server's hello).

@@ -22,6 +22,7 @@ constexpr uint32_t kFixed32 = 5;
 constexpr uint32_t kRequestTable = 1;
 constexpr uint32_t kRequestVersion = 2;
 constexpr uint32_t kRequestLayers = 3;
+constexpr uint32_t kRequestSourceChecksum = 4;
 constexpr uint32_t kLayerRowsLayer = 1;
 constexpr uint32_t kLayerRowsRowIds = 2;
 constexpr uint32_t kResponseVersion = 1;
@@ -269,7 +270,12 @@ absl::Status ParseLayerRows(Reader& r, size_t end, size_t max_rows, LookupQuery*
     if (r.position() > end) return Malformed(kWhat, "field crosses its end");
   }
   range.count = query->ids.size() - range.begin;
-  query->layers.push_back(range);
+  if (range.count == 0) {
+    // Nothing to serve: only its layer is kept, to be validated.
+    query->max_empty_layer = std::max(query->max_empty_layer, int64_t{range.layer});
+  } else {
+    query->layers.push_back(range);
+  }
   return absl::OkStatus();
 }
 
@@ -289,6 +295,13 @@ absl::Status ParseRequest(Reader& r, size_t max_rows, LookupQuery* query) {
       }
       query->table.resize(length);
       r.Copy(length, reinterpret_cast<uint8_t*>(query->table.data()));
+    } else if (field == kRequestSourceChecksum && wire_type == kLengthDelimited) {
+      size_t length, field_end;
+      if (!ReadLength(r, end, &length, &field_end)) {
+        return Malformed(kWhat, "bad source_checksum length");
+      }
+      query->source_checksum.resize(length);
+      r.Copy(length, reinterpret_cast<uint8_t*>(query->source_checksum.data()));
     } else if (field == kRequestVersion && wire_type == kVarint) {
       if (!r.ReadVarint(&query->version)) return Malformed(kWhat, "bad version");
     } else if (field == kRequestLayers && wire_type == kLengthDelimited) {
@@ -385,7 +398,8 @@ absl::Status ParseLookupRequest(const grpc::ByteBuffer& buffer, size_t max_rows,
 }
 
 grpc::Slice EncodeLookupRequest(std::string_view table, uint64_t version,
-                                std::span<const LayerRowIds> layers) {
+                                std::span<const LayerRowIds> layers,
+                                std::string_view source_checksum) {
   auto packed_size = [](std::span<const uint64_t> ids) {
     size_t n = 0;
     for (uint64_t id : ids) n += VarintSize(id);
@@ -403,6 +417,9 @@ grpc::Slice EncodeLookupRequest(std::string_view table, uint64_t version,
     packed[i] = packed_size(layers[i].row_ids);
     const size_t inner = layer_size(layers[i], packed[i]);
     size += 1 + VarintSize(inner) + inner;
+  }
+  if (!source_checksum.empty()) {
+    size += 1 + VarintSize(source_checksum.size()) + source_checksum.size();
   }
   if (size == 0) return grpc::Slice();
 
@@ -431,6 +448,11 @@ grpc::Slice EncodeLookupRequest(std::string_view table, uint64_t version,
       p = WriteVarint(packed[i], p);
       for (uint64_t id : l.row_ids) p = WriteVarint(id, p);
     }
+  }
+  if (!source_checksum.empty()) {
+    *p++ = Tag(kRequestSourceChecksum, kLengthDelimited);
+    p = WriteVarint(source_checksum.size(), p);
+    std::memcpy(p, source_checksum.data(), source_checksum.size());
   }
   return slice;
 }

@@ -47,22 +47,30 @@ struct LayerRange {
 struct LookupQuery {
   std::string table;
   uint64_t version = 0;
-  std::vector<LayerRange> layers;  // in request order (a layer may repeat)
+  std::string source_checksum;     // empty when the request has none
+  std::vector<LayerRange> layers;  // in request order (a layer may repeat); none empty
   std::vector<uint64_t> ids;       // all layers' row ids, in request order
+  // The highest layer named by a LayerRows entry without row ids (such
+  // entries ask for nothing and are not kept in `layers`, so a request of
+  // many of them costs no server state); -1 when there is none.
+  int64_t max_empty_layer = -1;
 
   void Clear() {
     table.clear();
     version = 0;
+    source_checksum.clear();
     layers.clear();
     ids.clear();
+    max_empty_layer = -1;
   }
 };
 
 // Parses a serialized engram.v1.LookupRequest into *query (cleared first).
 // Accepts what protobuf's parser accepts for the message: fields in any
 // order, repeated scalars (last one wins), packed or unpacked row_ids,
-// unknown fields (including groups) skipped. The table name is kept as
-// bytes (not UTF-8 checked). Errors: InvalidArgument for malformed input;
+// unknown fields (including groups) skipped. The table name and source
+// checksum are kept as bytes (not UTF-8 checked). LayerRows entries without
+// row ids are not kept (LookupQuery::max_empty_layer). Errors: InvalidArgument for malformed input;
 // ResourceExhausted as soon as the request holds more than `max_rows` ids
 // (so an oversized request is refused before it is fully decoded).
 absl::Status ParseLookupRequest(std::span<const uint8_t> bytes, size_t max_rows,
@@ -80,7 +88,8 @@ struct LayerRowIds {
 // Serializes a LookupRequest (row ids packed) into one slice of exactly its
 // size; byte-identical to protobuf's serialization of the same message.
 grpc::Slice EncodeLookupRequest(std::string_view table, uint64_t version,
-                                std::span<const LayerRowIds> layers);
+                                std::span<const LayerRowIds> layers,
+                                std::string_view source_checksum = {});
 
 // Bytes of a serialized LookupResponse carrying `rows_bytes` row bytes.
 size_t LookupResponseSize(uint64_t version, size_t rows_bytes);

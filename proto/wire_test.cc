@@ -1,6 +1,7 @@
 // The hand codec against protobuf's own serializer and parser.
 #include "proto/wire.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -19,23 +20,47 @@ using Layers = std::vector<std::pair<uint32_t, std::vector<uint64_t>>>;
 
 // A request in a form both codecs can be compared in.
 struct Flat {
+  Flat(std::string t = {}, uint64_t v = 0, Layers l = {}, std::string checksum = {},
+       int64_t max_empty = -1)
+      : table(std::move(t)),
+        version(v),
+        layers(std::move(l)),
+        source_checksum(std::move(checksum)),
+        max_empty_layer(max_empty) {}
   std::string table;
   uint64_t version = 0;
   Layers layers;
+  std::string source_checksum;
+  int64_t max_empty_layer = -1;  // Kept() form: the highest layer of a dropped entry
   bool operator==(const Flat&) const = default;
 };
 
+// The request as the codec keeps it: entries without ids dropped, the
+// highest layer among them remembered (LookupQuery::max_empty_layer).
+Flat Kept(Flat flat) {
+  Layers kept;
+  for (auto& [layer, ids] : flat.layers) {
+    if (ids.empty()) {
+      flat.max_empty_layer = std::max(flat.max_empty_layer, int64_t{layer});
+    } else {
+      kept.emplace_back(layer, std::move(ids));
+    }
+  }
+  flat.layers = std::move(kept);
+  return flat;
+}
+
 Flat FromProto(const v1::LookupRequest& request) {
-  Flat flat{request.table(), request.version(), {}};
+  Flat flat{request.table(), request.version(), {}, request.source_checksum()};
   for (const v1::LayerRows& l : request.layers()) {
     flat.layers.emplace_back(l.layer(),
                              std::vector<uint64_t>(l.row_ids().begin(), l.row_ids().end()));
   }
-  return flat;
+  return Kept(std::move(flat));
 }
 
 Flat FromQuery(const LookupQuery& query) {
-  Flat flat{query.table, query.version, {}};
+  Flat flat{query.table, query.version, {}, query.source_checksum, query.max_empty_layer};
   for (const LayerRange& l : query.layers) {
     flat.layers.emplace_back(l.layer, std::vector<uint64_t>(query.ids.begin() + l.begin,
                                                             query.ids.begin() + l.begin + l.count));
@@ -47,6 +72,7 @@ v1::LookupRequest ToProto(const Flat& flat) {
   v1::LookupRequest request;
   request.set_table(flat.table);
   request.set_version(flat.version);
+  request.set_source_checksum(flat.source_checksum);
   for (const auto& [layer, ids] : flat.layers) {
     v1::LayerRows* l = request.add_layers();
     l->set_layer(layer);
@@ -83,9 +109,10 @@ std::vector<Flat> SampleRequests() {
       Flat{},
       Flat{"t", 0, {}},
       Flat{"", 3, {{0, {}}}},
-      Flat{"engram-synthetic", 1, {{0, {0, 1, 127, 128, 16383, 16384}}}},
+      Flat{"engram-synthetic", 1, {{0, {0, 1, 127, 128, 16383, 16384}}}, "xxh3_64:0123456789abcdef"},
       Flat{"x", ~uint64_t{0}, {{7, {~uint64_t{0}, 0}}, {0, {5}}, {7, {9}}}},
-      Flat{std::string(300, 'n'), 2, {{1, many}, {2, {}}, {3, many}}},
+      Flat{std::string(300, 'n'), 2, {{1, many}, {2, {}}, {3, many}}, std::string(200, 's')},
+      Flat{"t", 1, {{9, {}}, {0, {1}}, {4, {}}, {0, {}}}},
   };
 }
 
@@ -95,7 +122,8 @@ TEST(WireRequest, EncodeMatchesProtobufSerializer) {
   for (const Flat& flat : SampleRequests()) {
     std::vector<LayerRowIds> layers;
     for (const auto& [layer, ids] : flat.layers) layers.push_back({layer, ids});
-    const grpc::Slice slice = EncodeLookupRequest(flat.table, flat.version, layers);
+    const grpc::Slice slice =
+        EncodeLookupRequest(flat.table, flat.version, layers, flat.source_checksum);
     EXPECT_EQ(SliceString(slice), ToProto(flat).SerializeAsString());
   }
 }
@@ -105,11 +133,11 @@ TEST(WireRequest, ParsesProtobufSerialization) {
   for (const Flat& flat : SampleRequests()) {
     const std::string bytes = ToProto(flat).SerializeAsString();
     ASSERT_TRUE(ParseLookupRequest(Bytes(bytes), kNoLimit, &query).ok());
-    EXPECT_EQ(FromQuery(query), flat);
+    EXPECT_EQ(FromQuery(query), Kept(flat));
     // The same through a ByteBuffer cut into three slices.
     const grpc::ByteBuffer buffer = Split(bytes, {bytes.size() / 3, bytes.size() / 2});
     ASSERT_TRUE(ParseLookupRequest(buffer, kNoLimit, &query).ok());
-    EXPECT_EQ(FromQuery(query), flat);
+    EXPECT_EQ(FromQuery(query), Kept(flat));
   }
 }
 
@@ -196,11 +224,25 @@ TEST(WireRequest, AcceptsWhatProtobufAccepts) {
   LookupQuery query;
   ASSERT_TRUE(ParseLookupRequest(Bytes(request), kNoLimit, &query).ok());
   EXPECT_EQ(FromQuery(query), FromProto(proto));
-  EXPECT_EQ(FromQuery(query), (Flat{"new", 10, {{6, {11, 12}}, {0, {}}}}));
+  EXPECT_EQ(FromQuery(query), Kept(Flat{"new", 10, {{6, {11, 12}}, {0, {}}}}));
 }
 
 // Every prefix: our parser fails exactly when protobuf's does, and agrees
 // with it when both succeed.
+TEST(WireRequest, EntriesWithoutIdsCostNothing) {
+  // 100,000 entries that ask for nothing, and one that asks for a row.
+  Flat flat{"t", 1, Layers(100000, {1, {}})};
+  flat.layers.emplace_back(0, std::vector<uint64_t>{42});
+  const std::string bytes = ToProto(flat).SerializeAsString();
+  LookupQuery query;
+  ASSERT_TRUE(ParseLookupRequest(Bytes(bytes), kNoLimit, &query).ok());
+  ASSERT_EQ(query.layers.size(), 1u);
+  EXPECT_EQ(query.layers[0].layer, 0u);
+  EXPECT_EQ(query.ids, std::vector<uint64_t>{42});
+  EXPECT_EQ(query.max_empty_layer, 1);
+  EXPECT_LT(query.layers.capacity(), 16u) << "state grew with the empty entries";
+}
+
 TEST(WireRequest, TruncatedInputMatchesProtobuf) {
   const std::string unknown = RawWriter().Fixed64(20, 1).Group(21, "").Done();
   const std::string bytes =

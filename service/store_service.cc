@@ -29,7 +29,7 @@ constexpr size_t kMinGatherShareRows = 2048;
 struct GatherShare {
   std::vector<RowRef> misses;
   std::vector<uint32_t> miss_index;  // LookupBatch's, for one layer range
-  std::vector<TierCounts> tiers;     // per query.layers entry
+  std::vector<TierCounts> tiers;     // per layer of the table
 };
 
 struct StoreService::Call {
@@ -37,11 +37,12 @@ struct StoreService::Call {
   std::vector<RowRef> misses;  // rows to read, pointing into `response`
   std::vector<GatherShare> shares;
   std::vector<uint8_t*> range_dst;  // per query.layers entry, into `response`
-  std::vector<TierCounts> tiers;    // per query.layers entry
+  std::vector<TierCounts> tiers;    // per layer of the table
   grpc::Slice response;             // the whole serialized LookupResponse
   LookupDone done;                  // answers the call
   absl::Time start;
   absl::Time read_start;
+  absl::Time deadline;  // the caller's; InfiniteFuture when none
   std::shared_ptr<ServingTable> table;  // the version this call is served from
 };
 
@@ -90,7 +91,20 @@ absl::Status StoreService::Validate(const ServingTable& table, const wire::Looku
                                                       " of table \"", map.table, "\", not version ",
                                                       query.version));
   }
+  const std::string& source = table.store().shard_info().source_checksum;
+  if (!query.source_checksum.empty() && query.source_checksum != source) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this shard's version ", map.version, " of table \"", map.table,
+        "\" has source checksum ", source, ", the request's ", query.source_checksum,
+        ": the worker's table directory holds other rows; give it the table the shards were "
+        "imported from"));
+  }
   const size_t n_layers = map.layer_rows.size();
+  if (query.max_empty_layer >= static_cast<int64_t>(n_layers)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("layer ", query.max_empty_layer, " does not exist: table \"", map.table,
+                     "\" has ", n_layers, " Engram layers (0..", n_layers - 1, ")"));
+  }
   const FastModulo shards(map.n_shards);  // a per-id divide costs ~0.1 ms a batch
   for (const wire::LayerRange& range : query.layers) {
     if (range.layer >= n_layers) {
@@ -130,6 +144,7 @@ grpc::ServerUnaryReactor* StoreService::Lookup(grpc::CallbackServerContext* cont
   }
   std::unique_ptr<Call> call = NewCall();
   call->start = absl::Now();
+  call->deadline = absl::FromChrono(context->deadline());
   call->done = [reactor, response](const absl::Status& status, grpc::Slice rows) {
     if (status.ok()) {
       grpc::ByteBuffer buffer(&rows, 1);
@@ -145,9 +160,11 @@ grpc::ServerUnaryReactor* StoreService::Lookup(grpc::CallbackServerContext* cont
   return reactor;
 }
 
-void StoreService::LookupBytes(std::span<const uint8_t> request, LookupDone done) {
+void StoreService::LookupBytes(std::span<const uint8_t> request, LookupDone done,
+                               absl::Time deadline) {
   std::unique_ptr<Call> call = NewCall();
   call->start = absl::Now();
+  call->deadline = deadline;
   call->done = std::move(done);
   const absl::Status parsed =
       wire::ParseLookupRequest(request, max_rows_per_request_, &call->query);
@@ -171,6 +188,9 @@ void StoreService::Serve(std::unique_ptr<Call> call, absl::Status status) {
   }
   call->table = table_.load();
   if (status.ok()) status = Validate(*call->table, call->query);
+  if (status.ok() && call->start >= call->deadline) {
+    status = absl::DeadlineExceededError("the request's deadline passed before it was served");
+  }
   if (!status.ok()) {
     Finish(std::move(call), status);
     return;
@@ -198,7 +218,7 @@ void StoreService::Serve(std::unique_ptr<Call> call, absl::Status status) {
       LogLine('E', absl::StrCat("Lookup failed: ", read.ToString()));
     }
     Finish(std::move(done), read);
-  });
+  }, pending->deadline);
 }
 
 void StoreService::Gather(Call& call) {
@@ -230,11 +250,11 @@ void StoreService::Gather(Call& call) {
     GatherRange(call, total * part / parts, total * (part + 1) / parts, call.shares[part]);
   });
   call.misses.clear();
-  call.tiers.assign(query.layers.size(), TierCounts{});
+  call.tiers.assign(map.layer_rows.size(), TierCounts{});
   for (size_t p = 0; p < parts; ++p) {
     const GatherShare& share = call.shares[p];
     call.misses.insert(call.misses.end(), share.misses.begin(), share.misses.end());
-    for (size_t i = 0; i < query.layers.size(); ++i) {
+    for (size_t i = 0; i < call.tiers.size(); ++i) {
       call.tiers[i].pinned += share.tiers[i].pinned;
       call.tiers[i].cached += share.tiers[i].cached;
       call.tiers[i].disk += share.tiers[i].disk;
@@ -248,7 +268,7 @@ void StoreService::GatherRange(Call& call, size_t lo, size_t hi, GatherShare& sh
   const ShardMap& map = call.table->map();
   HotTier& tier = call.table->tier();
   share.misses.clear();
-  share.tiers.assign(query.layers.size(), TierCounts{});
+  share.tiers.assign(map.layer_rows.size(), TierCounts{});
   size_t first = 0;  // of the current range, in [0, total)
   for (size_t i = 0; i < query.layers.size(); first += query.layers[i].count, ++i) {
     const wire::LayerRange& range = query.layers[i];
@@ -260,9 +280,10 @@ void StoreService::GatherRange(Call& call, size_t lo, size_t hi, GatherShare& sh
     uint8_t* dst = call.range_dst[i] + (from - first) * row_bytes;
     share.miss_index.clear();
     const HotBatchResult hot = tier.LookupBatch(range.layer, rows, dst, &share.miss_index);
-    share.tiers[i].pinned += hot.pinned;
-    share.tiers[i].cached += hot.cached;
-    share.tiers[i].disk += share.miss_index.size();
+    TierCounts& counts = share.tiers[range.layer];
+    counts.pinned += hot.pinned;
+    counts.cached += hot.cached;
+    counts.disk += share.miss_index.size();
     for (uint32_t k : share.miss_index) {
       share.misses.push_back(RowRef{range.layer, rows[k], dst + size_t{k} * row_bytes});
     }
@@ -272,10 +293,11 @@ void StoreService::GatherRange(Call& call, size_t lo, size_t hi, GatherShare& sh
 void StoreService::Finish(std::unique_ptr<Call> call, const absl::Status& status) {
   if (status.ok()) {
     const ShardMap& map = call->table->map();
-    const wire::LookupQuery& query = call->query;
-    for (size_t i = 0; i < query.layers.size(); ++i) {
-      const wire::LayerRange& range = query.layers[i];
-      metrics_.RecordRows(range.layer, call->tiers[i], range.count * map.row_bytes[range.layer]);
+    for (size_t layer = 0; layer < call->tiers.size(); ++layer) {
+      const TierCounts& t = call->tiers[layer];
+      const uint64_t rows = t.pinned + t.cached + t.disk;
+      if (rows == 0) continue;
+      metrics_.RecordRows(static_cast<uint32_t>(layer), t, rows * map.row_bytes[layer]);
     }
   }
   metrics_.RecordRequest(ShardMetrics::Method::kLookup, status.code(), absl::Now() - call->start);
@@ -314,6 +336,7 @@ grpc::ServerUnaryReactor* StoreService::Info(grpc::CallbackServerContext* contex
   for (uint32_t bytes : map.row_bytes) response->add_row_bytes(bytes);
   response->set_hot_bytes(tier.pinned_bytes() + tier.cached_bytes());
   response->set_stream_port(static_cast<uint32_t>(stream_port_.load()));
+  response->set_source_checksum(table->store().shard_info().source_checksum);
   metrics_.RecordRequest(ShardMetrics::Method::kInfo, absl::StatusCode::kOk, absl::Now() - start);
   reactor->Finish(grpc::Status::OK);
   return reactor;

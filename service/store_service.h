@@ -13,7 +13,8 @@
 // request gets a status naming the bad value and never partial rows. With
 // tokens (service/auth.h), a call without the data token is refused before
 // it is parsed; past max_inflight_requests, a Lookup is answered
-// RESOURCE_EXHAUSTED at once.
+// RESOURCE_EXHAUSTED at once. A call's deadline is honoured: past it, the
+// call reads no more rows from disk and is answered DEADLINE_EXCEEDED.
 //
 // The row stream (service/stream_server.h) serves the same Lookup through
 // LookupBytes.
@@ -81,8 +82,11 @@ class StoreService final : public v1::EngramStore::WithRawCallbackMethod_Lookup<
   using LookupDone = std::function<void(const absl::Status&, grpc::Slice)>;
   // Serves one serialized LookupRequest exactly as Lookup does; `done` runs
   // exactly once, on this thread (rows all in RAM, or an error) or on a
-  // RocksDB reader thread (after the disk reads).
-  void LookupBytes(std::span<const uint8_t> request, LookupDone done);
+  // RocksDB reader thread (after the disk reads). `deadline`: the caller's
+  // (as a gRPC call's): once past, no more of its rows are read from disk
+  // and it finishes DEADLINE_EXCEEDED.
+  void LookupBytes(std::span<const uint8_t> request, LookupDone done,
+                   absl::Time deadline = absl::InfiniteFuture());
 
   // The row stream's port, for InfoResponse.stream_port (0 = none).
   void set_stream_port(int port) { stream_port_.store(port); }

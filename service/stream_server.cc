@@ -10,10 +10,12 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/socket_io.h"
 #include "proto/stream_wire.h"
 #include "service/log.h"
@@ -37,6 +39,7 @@ struct StreamServer::Connection {
   absl::Mutex write_mu;                                   // one response at a time on the socket
   int write_fd = -1;                                      // == fd while the connection is open
   std::thread::id reader;                                 // the connection's own thread
+  uint32_t version = 0;                                   // agreed in the hellos
   std::unique_ptr<TlsSession> tls;                        // set before the hello, when TLS is on
   std::vector<uint8_t> sealed ABSL_GUARDED_BY(write_mu);  // TLS records to send
   // Bytes a RocksDB reader could not send at once, for the backlog writer
@@ -275,11 +278,23 @@ void StreamServer::Serve(Connection* c) {
          (c->AwaitRoom(options_.max_inflight_per_connection, options_.max_backlog_bytes), true) &&
          c->Read(head, sizeof(head), /*quick_ack=*/true)) {
     const stream::FrameHeader header = stream::DecodeHeader(head);
-    if (header.word != stream::kLookup) {
+    const bool timed = header.word == stream::kLookupTimed && c->version >= 3;
+    if (header.word != stream::kLookup && !timed) {
       c->Respond(header.id,
                  absl::InvalidArgumentError(absl::StrCat(
-                     "unknown row stream frame kind ", header.word, " (this server knows ",
-                     stream::kLookup, " = Lookup, row stream version ", stream::kVersion, ")")),
+                     "unknown row stream frame kind ", header.word, " (this connection knows ",
+                     stream::kLookup, " = Lookup",
+                     c->version >= 3 ? absl::StrCat(", ", stream::kLookupTimed, " = timed Lookup")
+                                     : std::string(),
+                     ", row stream version ", c->version, ")")),
+                 grpc::Slice());
+      break;
+    }
+    if (timed && header.payload_bytes < stream::kTimeoutBytes) {
+      c->Respond(header.id,
+                 absl::InvalidArgumentError(absl::StrCat(
+                     "timed Lookup frame of ", header.payload_bytes, " bytes: it needs ",
+                     stream::kTimeoutBytes, " for its timeout")),
                  grpc::Slice());
       break;
     }
@@ -295,12 +310,22 @@ void StreamServer::Serve(Connection* c) {
     if (!c->Read(payload.data(), header.payload_bytes, /*quick_ack=*/true)) break;
     c->BeginLookup();
     const uint32_t id = header.id;
-    service_->LookupBytes(std::span<const uint8_t>(payload.data(), header.payload_bytes),
-                          [c, id](const absl::Status& status, grpc::Slice rows) {
-                            c->Respond(id, status, rows);
-                            rows = grpc::Slice();  // its buffer back to the pool first
-                            c->EndLookup();        // then a shutdown may go on
-                          });
+    std::span<const uint8_t> request(payload.data(), header.payload_bytes);
+    absl::Time deadline = absl::InfiniteFuture();
+    if (timed) {
+      const uint64_t us = stream::DecodeTimeoutMicros(request.data());
+      // Longer than a day: treated as none (and no overflow).
+      if (us < uint64_t{86400} * 1000000) deadline = absl::Now() + absl::Microseconds(us);
+      request = request.subspan(stream::kTimeoutBytes);
+    }
+    service_->LookupBytes(
+        request,
+        [c, id](const absl::Status& status, grpc::Slice rows) {
+          c->Respond(id, status, rows);
+          rows = grpc::Slice();  // its buffer back to the pool first
+          c->EndLookup();        // then a shutdown may go on
+        },
+        deadline);
   }
   {
     absl::MutexLock lock(&c->mu);
@@ -325,7 +350,8 @@ bool StreamServer::Hello(Connection* c) {
   if (!version.ok() || !token_bytes.ok()) return false;
   std::string token(*token_bytes, '\0');
   if (!token.empty() && !c->Read(token.data(), token.size())) return false;
-  stream::EncodeHello(std::min(*version, stream::kVersion), hello);
+  c->version = std::min(*version, stream::kVersion);
+  stream::EncodeHello(c->version, hello);
   {
     iovec iov = {hello, sizeof(hello)};
     absl::MutexLock lock(&c->write_mu);

@@ -57,6 +57,7 @@ class StreamServerTest : public ::testing::Test {
     o.ram_budget_bytes = ram_budget;  // by default some rows hot, the rest from RocksDB
     o.metrics_port = 0;
     o.max_rows_per_request = 4096;
+    o.scrub_disk_bytes_per_second = 0;  // disk reads are the requests' alone
     auto server = ShardServer::Start(o);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
@@ -86,6 +87,16 @@ class StreamServerTest : public ::testing::Test {
     stream::EncodeHeader({id, kind, payload.size()}, head);
     Send(fd, head, sizeof(head));
     if (!payload.empty()) Send(fd, payload.data(), payload.size());
+  }
+  // A kLookupTimed frame: the request after its timeout.
+  static void SendTimedFrame(int fd, uint32_t id, absl::Duration timeout,
+                             const std::string& request) {
+    uint8_t timeout_bytes[stream::kTimeoutBytes];
+    stream::EncodeTimeoutMicros(static_cast<uint64_t>(absl::ToInt64Microseconds(timeout)),
+                                timeout_bytes);
+    SendFrame(fd, id, stream::kLookupTimed,
+              std::string(reinterpret_cast<const char*>(timeout_bytes), sizeof(timeout_bytes)) +
+                  request);
   }
   static std::string LookupBytes(uint32_t layer, const std::vector<uint64_t>& ids,
                                  uint64_t version = testing::kSmallTableVersion) {
@@ -137,12 +148,20 @@ testing::TempDir* StreamServerTest::root_ = nullptr;
 ShardMap* StreamServerTest::map_ = nullptr;
 TableReader* StreamServerTest::table_ = nullptr;
 
-TEST_F(StreamServerTest, InfoAdvertisesTheStreamPort) {
+// The table's source checksum, as a worker computes it from its manifest.
+std::string ManifestSourceChecksum(const TableReader& table) {
+  std::vector<std::string> sums;
+  for (const LayerInfo& l : table.manifest().layers) sums.push_back(l.checksum);
+  return SourceChecksum(sums);
+}
+
+TEST_F(StreamServerTest, InfoAdvertisesTheStreamPortAndTheSourceChecksum) {
   auto stub = v1::EngramStore::NewStub(testing::LocalChannel(server_->port()));
   grpc::ClientContext context;
   v1::InfoResponse info;
   ASSERT_TRUE(stub->Info(&context, v1::InfoRequest(), &info).ok());
   EXPECT_EQ(info.stream_port(), static_cast<uint32_t>(server_->stream_port()));
+  EXPECT_EQ(info.source_checksum(), ManifestSourceChecksum(*table_));
 }
 
 TEST_F(StreamServerTest, PipelinedLookupsReturnTheTableRowsByRequestId) {
@@ -196,8 +215,35 @@ TEST_F(StreamServerTest, ABadRequestGetsItsStatusAndTheConnectionGoesOn) {
   EXPECT_EQ(r.code, static_cast<uint32_t>(absl::StatusCode::kResourceExhausted));
   EXPECT_NE(r.payload.find("4096"), std::string::npos) << r.payload;
 
+  // Rows of another table under the same name and version.
   const std::vector<uint64_t> ok = {0, 3, 3};
-  SendFrame(fd, 5, stream::kLookup, LookupBytes(0, ok));
+  const wire::LayerRowIds layer0{0, ok};
+  grpc::Slice other = wire::EncodeLookupRequest(testing::kSmallTableName,
+                                                testing::kSmallTableVersion, {&layer0, 1},
+                                                "xxh3_64:0000000000000000");
+  SendFrame(fd, 6, stream::kLookup, std::string(reinterpret_cast<const char*>(other.begin()),
+                                                 other.size()));
+  r = ReadReply(fd);
+  EXPECT_EQ(r.code, static_cast<uint32_t>(absl::StatusCode::kFailedPrecondition));
+  EXPECT_NE(r.payload.find("source checksum"), std::string::npos) << r.payload;
+
+  // An entry without ids asks for nothing, but its layer must exist.
+  const wire::LayerRowIds with_empty[2] = {{0, ok}, {7, {}}};
+  grpc::Slice empty = wire::EncodeLookupRequest(testing::kSmallTableName,
+                                                testing::kSmallTableVersion, with_empty);
+  SendFrame(fd, 7, stream::kLookup, std::string(reinterpret_cast<const char*>(empty.begin()),
+                                                 empty.size()));
+  r = ReadReply(fd);
+  EXPECT_EQ(r.code, static_cast<uint32_t>(absl::StatusCode::kInvalidArgument));
+  EXPECT_NE(r.payload.find("layer 7 does not exist"), std::string::npos) << r.payload;
+
+  // The right checksum, and entries without ids among the others.
+  const wire::LayerRowIds mixed[4] = {{1, {}}, {0, ok}, {0, {}}, {1, {}}};
+  grpc::Slice good =
+      wire::EncodeLookupRequest(testing::kSmallTableName, testing::kSmallTableVersion, mixed,
+                                ManifestSourceChecksum(*table_));
+  SendFrame(fd, 5, stream::kLookup, std::string(reinterpret_cast<const char*>(good.begin()),
+                                                 good.size()));
   r = ReadReply(fd);
   ASSERT_EQ(r.code, 0u) << r.payload;
   const std::string want = ExpectedRows(*table_, 0, ok);
@@ -346,6 +392,52 @@ TEST_F(StreamServerTest, APeerThatDoesNotReadNeverHoldsTheDiskReaders) {
   EXPECT_EQ(std::count(seen.begin(), seen.end(), true), kRequests);
   ::close(stuck);
   ::close(other);
+}
+
+TEST_F(StreamServerTest, ATimedRequestPastItsDeadlineReadsNoMoreRowsFromDisk) {
+  server_.reset();
+  StartServer(absl::Seconds(10), /*reader_threads=*/1, /*ram_budget=*/0);  // every row from disk
+  const std::vector<uint64_t> all = testing::AllOwnedIds(*map_, 1, 0);
+  const std::vector<uint64_t> ids(all.begin(), all.begin() + std::min<size_t>(4000, all.size()));
+  auto metric = [&](const char* name) {
+    absl::StatusOr<std::string> page = testing::HttpGet(server_->metrics_port(), "/metrics");
+    EXPECT_TRUE(page.ok()) << page.status();
+    return testing::MetricValue(page.ok() ? *page : "", name).value_or(-1);
+  };
+  const double keys_before = metric("engram_shard_rocksdb_multiget_keys");
+  const int fd = Connect();
+  ASSERT_GE(fd, 0);
+  // Busy the one disk reader, then ask for as many rows with 1 ms to spare:
+  // too little to read them all, so the reader stops where the deadline
+  // finds it (or, on a loaded machine, the request is late before it is
+  // served and reads nothing).
+  constexpr int kBusy = 8;
+  for (int i = 0; i < kBusy; ++i) SendFrame(fd, 1 + i, stream::kLookup, LookupBytes(1, ids));
+  SendTimedFrame(fd, 100, absl::Milliseconds(1), LookupBytes(1, ids));
+  const std::vector<uint64_t> few(ids.begin(), ids.begin() + 50);
+  SendTimedFrame(fd, 200, absl::Seconds(30), LookupBytes(1, few));
+  const std::string expected = ExpectedRows(*table_, 1, ids);
+  for (int i = 0; i < kBusy + 2; ++i) {
+    const Reply r = ReadReply(fd);
+    if (r.id == 100) {
+      EXPECT_EQ(r.code, static_cast<uint32_t>(absl::StatusCode::kDeadlineExceeded)) << r.payload;
+      EXPECT_NE(r.payload.find("deadline passed"), std::string::npos) << r.payload;
+    } else if (r.id == 200) {
+      ASSERT_EQ(r.code, 0u) << r.payload;
+      EXPECT_EQ(Rows(r, few.size() * map_->row_bytes[1]), ExpectedRows(*table_, 1, few));
+    } else {
+      ASSERT_EQ(r.code, 0u) << r.payload;
+      EXPECT_EQ(Rows(r, expected.size()), expected) << "answer " << r.id;
+    }
+  }
+  // Every row was read or skipped, and the late request's were not all read.
+  const double read = metric("engram_shard_rocksdb_multiget_keys") - keys_before;
+  const double skipped = metric("engram_shard_expired_rows");
+  const double others = static_cast<double>(kBusy * ids.size() + few.size());
+  EXPECT_LT(read, others + static_cast<double>(ids.size())) << "skipped " << skipped;
+  EXPECT_EQ(read + skipped, others + (skipped > 0 ? static_cast<double>(ids.size()) : 0.0))
+      << "read " << read << ", skipped " << skipped;
+  ::close(fd);
 }
 
 }  // namespace

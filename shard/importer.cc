@@ -99,12 +99,6 @@ absl::Status CheckOptions(const ImportOptions& o) {
   return absl::OkStatus();
 }
 
-std::string SourceChecksum(const std::vector<std::string>& layer_checksums) {
-  std::string all;
-  for (const std::string& c : layer_checksums) absl::StrAppend(&all, c, "\n");
-  return FormatChecksum(XXH3_64bits(all.data(), all.size()));
-}
-
 // Streams the whole source once. For each chunk of a layer, calls
 // sink(layer, first_row, n, rows). Verifies (or, without expected values,
 // computes) each layer's checksum into *checksums.

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "common/status_macros.h"
 #include "rocksdb/db.h"
 #include "rocksdb/statistics.h"
@@ -33,6 +34,7 @@ struct Request {
   std::vector<char> key_bytes;  // items[i]'s encoded key at 8 * i
   size_t batch = 0;
   size_t n_chunks = 0;
+  absl::Time deadline = absl::InfiniteFuture();
   std::atomic<size_t> next_chunk{0};
   std::atomic<size_t> chunks_left{0};
   absl::Mutex mu;
@@ -119,14 +121,16 @@ class RowStoreImpl final : public RowStore {
     return result;
   }
 
-  void ReadRowsAsync(std::span<const RowRef> refs,
-                     std::function<void(absl::Status)> done) override {
+  void ReadRowsAsync(std::span<const RowRef> refs, std::function<void(absl::Status)> done,
+                     absl::Time deadline) override {
     if (refs.empty() || mapped_ != nullptr) {
       done(ReadRows(refs));
       return;
     }
     std::shared_ptr<Request> req = Prepare(refs, std::move(done));
-    if (req != nullptr) Dispatch(req, req->n_chunks);
+    if (req == nullptr) return;
+    req->deadline = deadline;
+    Dispatch(req, req->n_chunks);
   }
 
   std::vector<std::pair<std::string, double>> Stats() const override;
@@ -164,6 +168,8 @@ class RowStoreImpl final : public RowStore {
   const std::string tail_access_;
   // Rows that reads found missing, damaged or unreadable, since Open.
   std::atomic<uint64_t> damaged_rows_{0};
+  // Rows not read because their request's deadline had passed.
+  std::atomic<uint64_t> expired_rows_{0};
 
   mutable absl::Mutex mu_;
   std::deque<std::shared_ptr<Request>> queue_ ABSL_GUARDED_BY(mu_);
@@ -235,7 +241,16 @@ void RowStoreImpl::RunChunks(Request& req, Scratch& scratch) {
     if (c >= req.n_chunks) return;
     const size_t begin = c * req.batch;
     const size_t end = std::min(begin + req.batch, req.items.size());
-    absl::Status s = ReadChunk(req, begin, end, scratch);
+    absl::Status s;
+    if (req.deadline != absl::InfiniteFuture() && absl::Now() >= req.deadline) {
+      // Nobody waits for these rows any more: the disk serves live requests.
+      expired_rows_.fetch_add(end - begin, std::memory_order_relaxed);
+      s = absl::DeadlineExceededError(absl::StrCat(
+          name_, ": the request's deadline passed before its rows were read (",
+          req.items.size(), " rows from disk)"));
+    } else {
+      s = ReadChunk(req, begin, end, scratch);
+    }
     if (!s.ok()) {
       absl::MutexLock lock(&req.mu);
       if (req.status.ok()) req.status = std::move(s);
@@ -309,6 +324,8 @@ std::vector<std::pair<std::string, double>> RowStoreImpl::Stats() const {
   prop("rocksdb.estimate-num-keys", "rocksdb_keys");
   out.emplace_back("damaged_rows",
                    static_cast<double>(damaged_rows_.load(std::memory_order_relaxed)));
+  out.emplace_back("expired_rows",
+                   static_cast<double>(expired_rows_.load(std::memory_order_relaxed)));
   uint64_t zeroed = mapped_ != nullptr ? mapped_->zeroed_pages() : 0;
   for (const std::unique_ptr<MappingGuard>& g : db_guards_) zeroed += g->zeroed_pages();
   out.emplace_back("unreadable_pages", static_cast<double>(zeroed));

@@ -20,6 +20,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "common/shard_map.h"
 #include "shard/shard_format.h"
 
@@ -106,8 +107,14 @@ class RowStore {
   // request, and for a mapped cuckoo tail, whose reads are copies from
   // memory). REQUIRES: destinations outlive the call of `done`; `refs`
   // itself is copied before returning.
-  virtual void ReadRowsAsync(std::span<const RowRef> refs,
-                             std::function<void(absl::Status)> done) = 0;
+  //
+  // `deadline`: the request's (its RPC's). Reader threads read nothing for
+  // it once the deadline has passed: a request that waited in the queue
+  // past it, or whose deadline expires between two MultiGets, finishes with
+  // DEADLINE_EXCEEDED, and the rows it did not read count in Stats'
+  // expired_rows.
+  virtual void ReadRowsAsync(std::span<const RowRef> refs, std::function<void(absl::Status)> done,
+                             absl::Time deadline = absl::InfiniteFuture()) = 0;
 
   // RocksDB's own counters and properties, for metrics (name -> value):
   // rocksdb_index_memory_bytes (table readers, i.e. the resident index),
@@ -117,8 +124,9 @@ class RowStore {
   // verified) and rocksdb_block_cache_hits; for a mapped cuckoo tail
   // tail_mapped_rows, tail_mapped_bytes and tail_index_memory_bytes; and
   // always the cumulative damaged_rows (rows reads found missing, damaged
-  // or unreadable: DATA_LOSS) and unreadable_pages (pages of mapped table
-  // files that faulted and now read as zeros).
+  // or unreadable: DATA_LOSS), expired_rows (rows not read because their
+  // request's deadline had passed) and unreadable_pages (pages of mapped
+  // table files that faulted and now read as zeros).
   virtual std::vector<std::pair<std::string, double>> Stats() const = 0;
 };
 

@@ -1,5 +1,6 @@
 #include "shard/row_store.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <filesystem>
@@ -13,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "common/file_util.h"
 #include "common/table.h"
 #include "common/testing/test_files.h"
@@ -290,6 +292,63 @@ TEST_F(RowStoreTest, ConcurrentAsyncAndBlockingReads) {
   }
 }
 
+double Stat(const RowStore& store, const std::string& name) {
+  for (const auto& [n, v] : store.Stats()) {
+    if (n == name) return v;
+  }
+  return -1;
+}
+
+// A request whose deadline has passed reads nothing more from disk: one
+// that waited behind another for the only reader, and one already late.
+TEST_F(RowStoreTest, ReadsStopAtTheDeadline) {
+  std::unique_ptr<RowStore> store = Open(ShardDir(0), {.reader_threads = 1});
+  ASSERT_NE(store, nullptr);
+  auto rows = ShuffledRows(0, 9);
+  std::vector<std::pair<uint32_t, uint64_t>> busy_rows;
+  while (busy_rows.size() < 60000) busy_rows.insert(busy_rows.end(), rows.begin(), rows.end());
+  std::vector<uint8_t> busy_got, busy_want, late_got, late_want;
+  std::vector<RowRef> busy = Refs(busy_rows, &busy_got, &busy_want);
+  rows.resize(std::min<size_t>(rows.size(), 1000));
+  std::vector<RowRef> late = Refs(rows, &late_got, &late_want);
+  const double keys_before = Stat(*store, "rocksdb_multiget_keys");
+  absl::Status busy_status, late_status;
+  absl::Notification busy_done, late_done;
+  store->ReadRowsAsync(busy, [&](absl::Status s) {
+    busy_status = s;
+    busy_done.Notify();
+  });
+  // 1 ms: far less than 60,000 reads take on one thread.
+  store->ReadRowsAsync(
+      late,
+      [&](absl::Status s) {
+        late_status = s;
+        late_done.Notify();
+      },
+      absl::Now() + absl::Milliseconds(1));
+  busy_done.WaitForNotification();
+  late_done.WaitForNotification();
+  EXPECT_TRUE(busy_status.ok()) << busy_status;
+  EXPECT_EQ(busy_got, busy_want);
+  EXPECT_EQ(late_status.code(), absl::StatusCode::kDeadlineExceeded) << late_status;
+  EXPECT_NE(late_status.message().find("deadline passed"), std::string::npos) << late_status;
+  EXPECT_EQ(Stat(*store, "expired_rows"), static_cast<double>(late.size()));
+  EXPECT_EQ(Stat(*store, "rocksdb_multiget_keys") - keys_before,
+            static_cast<double>(busy.size()));
+
+  absl::Notification past_done;
+  store->ReadRowsAsync(
+      late,
+      [&](absl::Status s) {
+        late_status = s;
+        past_done.Notify();
+      },
+      absl::InfinitePast());
+  past_done.WaitForNotification();
+  EXPECT_EQ(late_status.code(), absl::StatusCode::kDeadlineExceeded) << late_status;
+  EXPECT_EQ(Stat(*store, "expired_rows"), 2.0 * static_cast<double>(late.size()));
+}
+
 TEST_F(RowStoreTest, RefusesRowsOfOtherShards) {
   std::unique_ptr<RowStore> store = Open(ShardDir(2));
   ASSERT_NE(store, nullptr);
@@ -314,13 +373,6 @@ std::string LargestSst(const std::string& dir, uint64_t* size) {
     }
   }
   return sst;
-}
-
-double Stat(const RowStore& store, const std::string& name) {
-  for (const auto& [k, v] : store.Stats()) {
-    if (k == name) return v;
-  }
-  return -1;
 }
 
 // Reads every ref alone: each is either its table bytes or DATA_LOSS naming

@@ -360,6 +360,26 @@ TEST(Client, DeadlineExceededIsAClearStatus) {
   EXPECT_NE(s.message().find("shard "), std::string::npos) << s;
 }
 
+TEST(Client, AWorkerWithOtherRowsUnderTheSameNameAndVersionGetsNone) {
+  // Another table of the same name, version and geometry, other rows.
+  testing::TempDir other;
+  ASSERT_TRUE(testing::MakeSmallTable(other.Sub("table"), 300, /*seed=*/99).ok());
+  Deployment d = StartDeployment(0);
+  ClientOptions o = BaseOptions(d.addrs);
+  o.table_dir = other.Sub("table");
+  auto client = EngramClient::Create(o);
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto seq = (*client)->NewSequence();
+  Sequence* ptr = seq.get();
+  std::vector<int64_t> ids(16, 7);
+  std::vector<int64_t> starts = {0};
+  absl::StatusOr<Step> step = (*client)->Prefetch({std::span(&ptr, 1), starts, 16, ids, {}});
+  ASSERT_TRUE(step.ok());
+  const absl::Status s = step->WaitArrived(0);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_NE(s.message().find("source checksum"), std::string::npos) << s;
+}
+
 TEST(Client, ConcurrentStepsFromFourThreads) {
   Deployment d = StartDeployment(34 << 10);
   const auto& addrs = d.addrs;

@@ -14,9 +14,12 @@
 #include "absl/time/time.h"
 #include "common/shard_addresses.h"
 #include "common/shard_map.h"
+#include "common/status_macros.h"
+#include "common/tls.h"
 #include "engram/v1/engram_store.grpc.pb.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
+#include "grpcpp/support/channel_arguments.h"
 #include "grpcpp/security/credentials.h"
 #include "service/auth.h"
 
@@ -30,8 +33,18 @@ ABSL_FLAG(absl::Duration, timeout, absl::Seconds(5),
           "info: deadline of the Info calls; activate: of each Activate (give a large hot "
           "tier its load time)");
 ABSL_FLAG(std::string, auth_token_file, "",
-          "info: file whose first line is the shards' data token (engram-shard "
+          "info, lookup: file whose first line is the shards' data token (engram-shard "
           "--auth-token-file)");
+ABSL_FLAG(std::string, tls_ca, "",
+          "info, activate, lookup: the CA (PEM) of the shards' TLS certificates (engram-shard "
+          "--tls-cert); empty = plaintext");
+ABSL_FLAG(std::string, tls_cert, "",
+          "info, activate, lookup: with --tls-key, the client certificate (PEM) for shards "
+          "that require one (engram-shard --tls-ca)");
+ABSL_FLAG(std::string, tls_key, "", "info, activate, lookup: the key (PEM) of --tls-cert");
+ABSL_FLAG(std::string, tls_server_name, "",
+          "info, activate, lookup: the name the shards' certificates carry (default: each "
+          "address's host)");
 ABSL_FLAG(uint64_t, to_version, 0, "activate: the table version to switch to");
 ABSL_FLAG(std::string, admin_token_file, "",
           "activate: file whose first line is the shards' admin token (engram-shard "
@@ -45,6 +58,37 @@ absl::StatusOr<std::string> OptionalToken(const absl::Flag<std::string>& flag, c
   const std::string path = absl::GetFlag(flag);
   if (path.empty()) return std::string();
   return ReadTokenFile(path, what);
+}
+
+// Channel credentials from the --tls-* flags: TLS (mutual with --tls-cert)
+// or, without --tls-ca, plaintext.
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> Credentials() {
+  const std::string ca = absl::GetFlag(FLAGS_tls_ca);
+  const std::string cert = absl::GetFlag(FLAGS_tls_cert), key = absl::GetFlag(FLAGS_tls_key);
+  if (ca.empty()) {
+    if (!cert.empty() || !key.empty()) {
+      return absl::InvalidArgumentError("--tls-cert and --tls-key need --tls-ca, the shards' CA");
+    }
+    return grpc::InsecureChannelCredentials();
+  }
+  if (cert.empty() != key.empty()) {
+    return absl::InvalidArgumentError("give --tls-cert and --tls-key together, or neither");
+  }
+  grpc::SslCredentialsOptions ssl;
+  ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadPemFile(ca, "TLS CA (--tls-ca)"));
+  if (!cert.empty()) {
+    ASSIGN_OR_RETURN(ssl.pem_cert_chain, ReadPemFile(cert, "client certificate (--tls-cert)"));
+    ASSIGN_OR_RETURN(ssl.pem_private_key, ReadPemFile(key, "client key (--tls-key)"));
+  }
+  return grpc::SslCredentials(ssl);
+}
+
+std::shared_ptr<grpc::Channel> Channel(const std::string& address,
+                                       const std::shared_ptr<grpc::ChannelCredentials>& creds) {
+  grpc::ChannelArguments args;
+  const std::string name = absl::GetFlag(FLAGS_tls_server_name);
+  if (!name.empty()) args.SetSslTargetNameOverride(name);
+  return grpc::CreateCustomChannel(address, creds, args);
 }
 
 int Fail(absl::string_view command, absl::string_view line) {
@@ -137,6 +181,8 @@ int ActivateCommand(const std::vector<std::string>& args) {
   }
   absl::StatusOr<std::string> token = OptionalToken(FLAGS_admin_token_file, "admin token");
   if (!token.ok()) return Fail(kCommand, token.status().message());
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> creds = Credentials();
+  if (!creds.ok()) return Fail(kCommand, creds.status().message());
   // One replica at a time, shard by shard: the others serve meanwhile. The
   // first failure stops the roll, so what is left keeps its version.
   for (const std::vector<std::string>& replicas : *shards) {
@@ -148,8 +194,7 @@ int ActivateCommand(const std::vector<std::string>& args) {
       request.set_version(version);
       v1::ActivateResponse response;
       const grpc::Status status =
-          v1::EngramAdmin::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))
-              ->Activate(&context, request, &response);
+          v1::EngramAdmin::NewStub(Channel(address, *creds))->Activate(&context, request, &response);
       if (!status.ok()) {
         const auto code = static_cast<absl::StatusCode>(status.error_code());
         std::printf("%s: %s: %s\n", address.c_str(), absl::StatusCodeToString(code).c_str(),
@@ -183,6 +228,8 @@ int InfoCommand(const std::vector<std::string>& args) {
   }
   absl::StatusOr<std::string> token = OptionalToken(FLAGS_auth_token_file, "auth token");
   if (!token.ok()) return Fail(kCommand, token.status().message());
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> creds = Credentials();
+  if (!creds.ok()) return Fail(kCommand, creds.status().message());
 
   // Every call at once, all within one deadline.
   const std::chrono::system_clock::time_point deadline = absl::ToChronoTime(absl::Now() + timeout);
@@ -196,8 +243,7 @@ int InfoCommand(const std::vector<std::string>& args) {
       call->context.set_deadline(deadline);
       if (!token->empty()) call->context.AddMetadata("authorization", "Bearer " + *token);
       calls.push_back(std::move(call));
-      stubs.push_back(v1::EngramStore::NewStub(
-          grpc::CreateChannel(address, grpc::InsecureChannelCredentials())));
+      stubs.push_back(v1::EngramStore::NewStub(Channel(address, *creds)));
     }
   }
   const v1::InfoRequest request;

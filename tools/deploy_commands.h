@@ -17,6 +17,9 @@
 //       ADDR: version P -> N (load X s, drain Y s); stops at the first
 //       failure (ADDR: CODE: message, exit 1)
 //
+// info, activate (and lookup) speak TLS to shards that serve it with
+// --tls-ca CA [--tls-cert C --tls-key K] [--tls-server-name N].
+//
 // Each returns the process exit code: 0 on success, 2 with one line on
 // stderr (`engramctl <command>: what is wrong and how to fix it`) for bad
 // input; info returns 1 when an address failed its call or is not the shard

@@ -67,6 +67,8 @@ constexpr char kUsage[] =
     "  activate --shards host:port,... --to-version N [--admin-token-file F]\n"
     "                            switch every replica to table version N, one at a time\n"
     "  verify --db SHARD_DIR [--table DIR]  check every row against shard.json (and the table)\n"
+    "lookup, info and activate take --tls-ca CA [--tls-cert C --tls-key K]\n"
+    "[--tls-server-name N] for shards serving TLS; lookup and info --auth-token-file F\n"
     "flags may be spelled with '-' or '_' (--shard-index = --shard_index)\n";
 
 int Fail(const std::string& line) {

@@ -11,9 +11,15 @@
 #include "absl/strings/str_split.h"
 #include "client/engram_client.h"
 #include "common/shard_addresses.h"
+#include "service/auth.h"
 
 ABSL_DECLARE_FLAG(std::string, table);
 ABSL_DECLARE_FLAG(std::string, shards);
+ABSL_DECLARE_FLAG(std::string, auth_token_file);
+ABSL_DECLARE_FLAG(std::string, tls_ca);
+ABSL_DECLARE_FLAG(std::string, tls_cert);
+ABSL_DECLARE_FLAG(std::string, tls_key);
+ABSL_DECLARE_FLAG(std::string, tls_server_name);
 ABSL_FLAG(std::string, tokens, "", "lookup: token ids, space-separated (one fresh sequence)");
 ABSL_FLAG(bool, json, false, "lookup: print one JSON array with every row's values");
 ABSL_FLAG(int32_t, values, 4, "lookup: values of each row shown in the text output");
@@ -53,6 +59,15 @@ int LookupCommand(const std::vector<std::string>& args) {
     return Fail(absl::StrCat("lookup: --shards: ", addresses.status().message()));
   }
   o.shard_addresses = *std::move(addresses);
+  o.tls_ca_file = absl::GetFlag(FLAGS_tls_ca);
+  o.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
+  o.tls_key_file = absl::GetFlag(FLAGS_tls_key);
+  o.tls_server_name = absl::GetFlag(FLAGS_tls_server_name);
+  if (const std::string path = absl::GetFlag(FLAGS_auth_token_file); !path.empty()) {
+    absl::StatusOr<std::string> token = ReadTokenFile(path, "auth token");
+    if (!token.ok()) return Fail(absl::StrCat("lookup: ", token.status().message()));
+    o.auth_token = *std::move(token);
+  }
   std::vector<int64_t> tokens;
   for (absl::string_view t :
        absl::StrSplit(absl::GetFlag(FLAGS_tokens), absl::ByAnyChar(" \t,"), absl::SkipEmpty())) {

@@ -66,6 +66,8 @@ ABSL_FLAG(int32_t, batch, 8, "sequences per step (one token each)");
 ABSL_FLAG(int32_t, reset_after, 100, "tokens before a sequence starts a new generation (about)");
 ABSL_FLAG(std::string, out, "", "file for one JSON line per step");
 ABSL_FLAG(absl::Duration, rpc_deadline, absl::Milliseconds(300), "ClientOptions::rpc_deadline");
+ABSL_FLAG(absl::Duration, step_deadline, absl::Seconds(5),
+          "ClientOptions::step_deadline (the library's default)");
 ABSL_FLAG(bool, hedge, true, "ClientOptions::hedge");
 ABSL_FLAG(absl::Duration, hedge_delay, absl::ZeroDuration(),
           "ClientOptions::hedge_delay (0 = recent p95)");
@@ -220,6 +222,7 @@ int Run() {
   o.table_dir = absl::GetFlag(FLAGS_table);
   o.shard_map_path = absl::GetFlag(FLAGS_shard_map);
   o.rpc_deadline = absl::GetFlag(FLAGS_rpc_deadline);
+  o.step_deadline = absl::GetFlag(FLAGS_step_deadline);
   o.hedge = absl::GetFlag(FLAGS_hedge);
   o.hedge_delay = absl::GetFlag(FLAGS_hedge_delay);
   o.max_reconnect_backoff = absl::GetFlag(FLAGS_max_reconnect_backoff);
