@@ -173,6 +173,10 @@ def main():
     if wrong:
         problems.append(f"{wrong} wrong rows")
 
+    with open(f"{work}/rss.jsonl", "w") as f:  # the samples, for a closer look
+        for t, s in samples:
+            f.write(json.dumps({"t": round(t, 1), "anon": [a for a, _ in s],
+                                "file": [b for _, b in s]}) + "\n")
     steady = [s for t, s in samples if WARMUP < t < switch_at or t > switch_at + WARMUP]
     worst = 0.0
     # The bound is on the shard's own memory (anonymous: heap, hot tier,

@@ -15,8 +15,10 @@
 // address in use); one line on stderr says why.
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -33,6 +35,35 @@
 
 // Every default is ShardServerOptions' (service/shard_server.h).
 static const engram::ShardServerOptions kDefaults;
+
+namespace {
+
+// glibc keeps freed small chunks in a cache per thread (its tcache: up to 7
+// per size class). A shard runs ~50 threads (32 RocksDB readers), whose
+// caches fill for many minutes as they meet new allocation sizes: anonymous
+// memory rose from 7 to 21 MiB over a 10-minute soak, held but unused, and
+// stayed at 7 MiB with the cache off (docs/reliability.md, "Soak"). The
+// cache can only be turned off when a process starts, so the daemon
+// executes itself once more with glibc.malloc.tcache_count=0 added to
+// GLIBC_TUNABLES, unless the environment already sets that tunable. Returns
+// only when it does not re-execute (or the exec failed: then nothing
+// changed but the environment, which is restored).
+void ExecWithoutThreadCaches(char** argv) {
+  constexpr char kTunable[] = "glibc.malloc.tcache_count";
+  const char* tunables = std::getenv("GLIBC_TUNABLES");
+  const std::string current = tunables == nullptr ? "" : tunables;
+  if (current.find(kTunable) != std::string::npos) return;
+  const std::string next = absl::StrCat(current, current.empty() ? "" : ":", kTunable, "=0");
+  ::setenv("GLIBC_TUNABLES", next.c_str(), 1);
+  ::execv("/proc/self/exe", argv);
+  if (tunables == nullptr) {
+    ::unsetenv("GLIBC_TUNABLES");
+  } else {
+    ::setenv("GLIBC_TUNABLES", current.c_str(), 1);
+  }
+}
+
+}  // namespace
 
 ABSL_FLAG(std::string, db, kDefaults.db_dir, "shard directory written by `engramctl import`");
 ABSL_FLAG(std::string, versions_dir, kDefaults.versions_dir,
@@ -117,6 +148,7 @@ int Fail(int code, const std::string& message) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  ExecWithoutThreadCaches(argv);
   // Debian's abseil is built with deadlock detection on, which makes every
   // Mutex (gRPC core creates several per call) maintain a lock graph.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);

@@ -81,9 +81,9 @@ class HotTierImpl final : public HotTier, private PinnedRowScrub {
     return absl::OkStatus();
   }
 
-  void StartCache(uint64_t cache_bytes) {
+  void StartCache(uint64_t slots) {
     AdmissionCacheOptions o;
-    o.slots = cache_bytes / stride_;
+    o.slots = slots;
     o.slot_bytes = stride_;
     if (o.slots > 0) cache_ = std::make_unique<AdmissionCache>(o);  // else none
   }
@@ -357,51 +357,81 @@ bool HotTierImpl::Repin(uint64_t key, uint64_t slot, const PinnedRowScrub::Repor
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<HotTier>> HotTier::Build(RowStore& store,
-                                                        const HotTierOptions& options) {
+namespace {
+
+uint32_t Stride(const ShardMap& map) {
+  return *std::max_element(map.row_bytes.begin(), map.row_bytes.end());
+}
+
+uint64_t ShardRows(const ShardMap& map, uint32_t shard) {
+  uint64_t rows = 0;
+  for (uint32_t l = 0; l < map.layer_rows.size(); ++l) rows += map.RowsOnShard(l, shard);
+  return rows;
+}
+
+}  // namespace
+
+bool HotTierHoldsWholeShard(const ShardMap& map, uint32_t shard, uint64_t budget_bytes) {
+  return budget_bytes > 0 && budget_bytes / Stride(map) >= ShardRows(map, shard);
+}
+
+absl::StatusOr<HotTierPlan> PlanHotTier(const ShardMap& map, uint32_t shard,
+                                        const HotTierOptions& options,
+                                        const std::vector<HotProfileEntry>* profile) {
   if (options.cache_share_percent > 100) {
     return absl::InvalidArgumentError(
         absl::StrCat("hot tier cache share ", options.cache_share_percent, "% is not in 0..100"));
   }
-  const ShardMap& map = store.shard_map();
-  const uint32_t shard = store.shard_index();
-  const uint32_t stride = *std::max_element(map.row_bytes.begin(), map.row_bytes.end());
-  uint64_t shard_rows = 0;
-  for (uint32_t l = 0; l < map.layer_rows.size(); ++l) {
-    shard_rows += map.RowsOnShard(l, shard);
-  }
+  HotTierPlan plan;
+  plan.stride = Stride(map);
   const uint64_t budget = options.budget_bytes;
-
-  // The keys to pin, in slot order.
-  std::vector<uint64_t> keys;
-  const bool whole_shard = budget > 0 && budget / stride >= shard_rows;
-  if (whole_shard) {
-    keys.reserve(shard_rows);
+  std::vector<uint64_t>& keys = plan.pinned_keys;
+  plan.whole_shard = HotTierHoldsWholeShard(map, shard, budget);
+  if (plan.whole_shard) {
+    keys.reserve(ShardRows(map, shard));
     for (uint32_t l = 0; l < map.layer_rows.size(); ++l) {
       for (uint64_t r = shard; r < map.layer_rows[l]; r += map.n_shards) {
         keys.push_back(ShardKey(l, r));
       }
     }
-  } else if (budget > 0 && !options.profile_path.empty()) {
-    ASSIGN_OR_RETURN(std::vector<HotProfileEntry> profile,
-                     ReadHotProfile(options.profile_path, map, shard));
-    const uint64_t pin_rows = (budget - budget * options.cache_share_percent / 100) / stride;
-    const uint64_t skip = std::min<uint64_t>(options.skip_profile_bytes / stride, profile.size());
-    keys.reserve(std::min<uint64_t>(pin_rows, profile.size() - skip));
-    for (size_t i = skip; i < profile.size(); ++i) {
-      if (keys.size() >= pin_rows) break;
-      keys.push_back(ShardKey((profile)[i].layer, (profile)[i].row));
+    return plan;  // nothing is ever admitted: no cache
+  }
+  if (budget > 0 && profile != nullptr) {
+    const uint64_t pin_rows = (budget - budget * options.cache_share_percent / 100) / plan.stride;
+    const uint64_t skip =
+        std::min<uint64_t>(options.skip_profile_bytes / plan.stride, profile->size());
+    keys.reserve(std::min<uint64_t>(pin_rows, profile->size() - skip));
+    for (size_t i = skip; i < profile->size() && keys.size() < pin_rows; ++i) {
+      keys.push_back(ShardKey((*profile)[i].layer, (*profile)[i].row));
     }
   }
+  plan.cache_slots = (budget - keys.size() * plan.stride) / plan.stride;
+  return plan;
+}
+
+absl::StatusOr<std::unique_ptr<HotTier>> HotTier::Build(RowStore& store,
+                                                        const HotTierOptions& options) {
+  const ShardMap& map = store.shard_map();
+  const uint32_t shard = store.shard_index();
+  const uint64_t budget = options.budget_bytes;
+  std::vector<HotProfileEntry> profile;
+  const bool use_profile = budget > 0 && !options.profile_path.empty() &&
+                           !HotTierHoldsWholeShard(map, shard, budget);
+  if (use_profile) {
+    ASSIGN_OR_RETURN(profile, ReadHotProfile(options.profile_path, map, shard));
+  }
+  ASSIGN_OR_RETURN(HotTierPlan plan,
+                   PlanHotTier(map, shard, options, use_profile ? &profile : nullptr));
+  const uint32_t stride = plan.stride;
+  const bool whole_shard = plan.whole_shard;
+  const std::vector<uint64_t>& keys = plan.pinned_keys;
   ASSIGN_OR_RETURN(HugePageBuffer arena, HugePageBuffer::Allocate(keys.size() * uint64_t{stride}));
   auto tier = std::make_unique<HotTierImpl>(store, options, budget, stride, keys.size(),
                                             whole_shard, std::move(arena));
   if (auto s = tier->Pin(keys); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("loading the hot tier: ", s.message()));
   }
-  // With every row pinned nothing is ever admitted: give the cache no slots
-  // rather than allocating budget the shard can never use.
-  tier->StartCache(whole_shard ? 0 : budget - keys.size() * stride);
+  tier->StartCache(plan.cache_slots);
   tier->StartScrubber();
   return std::unique_ptr<HotTier>(std::move(tier));
 }

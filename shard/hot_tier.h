@@ -27,6 +27,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/hot_profile.h"
+#include "common/shard_map.h"
 #include "shard/row_store.h"
 #include "shard/scrubber.h"
 
@@ -69,6 +71,26 @@ struct HotTierOptions {
   // The scrubber's rates (0 = that walk off) and where it reports.
   ScrubberOptions scrub = {};
 };
+
+// What a budget buys on one shard: the rows HotTier::Build pins and the
+// admission cache's slots. A pure function of its inputs, shared by Build
+// and the capacity planner (`engramctl plan`), so a plan replays exactly
+// the policy a shard runs.
+struct HotTierPlan {
+  bool whole_shard = false;          // every row pinned (no cache, no tail reads)
+  uint32_t stride = 0;               // bytes of one row slot (the largest row)
+  std::vector<uint64_t> pinned_keys;  // ShardKey(layer, row), in slot order
+  uint64_t cache_slots = 0;           // rows the admission cache holds
+};
+// True when `budget_bytes` holds every row of `shard` (then no profile is
+// needed).
+bool HotTierHoldsWholeShard(const ShardMap& map, uint32_t shard, uint64_t budget_bytes);
+// The plan for `options` (budget, skip_profile_bytes, cache_share_percent;
+// its profile_path is not read: `profile` is the profile's entries, in file
+// order, or null for none). InvalidArgument for a cache share over 100.
+absl::StatusOr<HotTierPlan> PlanHotTier(const ShardMap& map, uint32_t shard,
+                                        const HotTierOptions& options,
+                                        const std::vector<HotProfileEntry>* profile);
 
 enum class HotResult { kMiss, kPinned, kCached };
 
