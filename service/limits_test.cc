@@ -1,6 +1,7 @@
 // The shard server's limits, on a real server: load past
 // max_inflight_requests is shed with RESOURCE_EXHAUSTED (the rest served
-// whole), and a silent row stream connection is closed.
+// whole), a silent row stream connection is closed, and what it holds in
+// RAM is exported by kind.
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -80,6 +81,27 @@ TEST_F(LimitsTest, LoadPastTheInflightLimitIsShedNotQueued) {
     testing::PendingLookups one((*server)->port(), grpc::ByteBuffer(&slice, 1), 1);
     one.ExpectEveryRowsEqual(expected);
   }
+}
+
+TEST_F(LimitsTest, ResidentMemoryIsExportedByKind) {
+  ShardServerOptions o = Options();
+  o.ram_budget_bytes = 64 << 10;  // no profile: all of it the admission cache
+  absl::StatusOr<std::unique_ptr<ShardServer>> server = ShardServer::Start(o);
+  ASSERT_TRUE(server.ok()) << server.status();
+  absl::StatusOr<std::string> page = testing::HttpGet((*server)->metrics_port(), "/metrics");
+  ASSERT_TRUE(page.ok());
+  auto kind = [&](const std::string& k) {
+    return testing::MetricValue(*page, "engram_shard_resident_bytes{kind=\"" + k + "\"}");
+  };
+  EXPECT_EQ(testing::MetricValue(*page, "engram_shard_ram_budget_bytes"), 65536.0);
+  EXPECT_EQ(kind("pinned_rows"), 0.0);
+  EXPECT_EQ(kind("cached_rows"), 0.0);  // nothing read yet
+  EXPECT_GT(kind("hot_index").value_or(0), 0.0);
+  EXPECT_EQ(kind("rocksdb_index"),
+            testing::MetricValue(*page, "engram_shard_rocksdb_index_memory_bytes"));
+  EXPECT_GT(kind("rocksdb_index").value_or(0), 0.0);
+  EXPECT_GT(kind("process_anonymous").value_or(0), 0.0);
+  ASSERT_TRUE(kind("process_file_backed").has_value());
 }
 
 TEST_F(LimitsTest, SilentRowStreamConnectionIsClosed) {

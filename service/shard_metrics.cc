@@ -56,6 +56,17 @@ ShardMetrics::ShardMetrics(metrics::Registry& registry, int n_layers)
                          .Help("The table version served (EngramAdmin/Activate switches it).")
                          .Register(registry)
                          .Add({})),
+      resident_(metrics::BuildGauge()
+                    .Name("engram_shard_resident_bytes")
+                    .Help("RAM the shard holds, by kind: pinned_rows, cached_rows, hot_index "
+                          "(the hot tier's index and bookkeeping), rocksdb_index, and the "
+                          "process's process_anonymous and process_file_backed pages.")
+                    .Register(registry)),
+      ram_budget_(metrics::BuildGauge()
+                      .Name("engram_shard_ram_budget_bytes")
+                      .Help("The shard's --ram-budget.")
+                      .Register(registry)
+                      .Add({})),
       registry_(registry) {
   auto& durations = metrics::BuildHistogram()
                         .Name("engram_shard_request_duration_seconds")
@@ -109,6 +120,17 @@ void ShardMetrics::RecordRows(uint32_t layer, const TierCounts& rows, uint64_t b
 void ShardMetrics::SetHotTierBytes(uint64_t pinned, uint64_t cached) {
   hot_pinned_bytes_.Set(static_cast<double>(pinned));
   hot_cached_bytes_.Set(static_cast<double>(cached));
+}
+
+void ShardMetrics::SetResident(const Resident& r, uint64_t budget_bytes) {
+  const std::pair<const char*, uint64_t> kinds[] = {
+      {"pinned_rows", r.pinned_rows},     {"cached_rows", r.cached_rows},
+      {"hot_index", r.hot_index},         {"rocksdb_index", r.rocksdb_index},
+      {"process_anonymous", r.process_anon}, {"process_file_backed", r.process_file}};
+  for (const auto& [kind, bytes] : kinds) {
+    resident_.Add({{"kind", kind}}).Set(static_cast<double>(bytes));
+  }
+  ram_budget_.Set(static_cast<double>(budget_bytes));
 }
 
 void ShardMetrics::SetStoreStats(const std::vector<std::pair<std::string, double>>& stats) {

@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cinttypes>
+#include <cstdio>
+#include <fstream>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -34,6 +37,19 @@
 
 namespace engram {
 namespace {
+
+// This process's resident anonymous and file-backed bytes (RssAnon,
+// RssFile of /proc/self/status); zeros where it cannot be read.
+void ReadProcessResident(uint64_t* anon, uint64_t* file) {
+  *anon = *file = 0;
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    uint64_t kb = 0;
+    if (std::sscanf(line.c_str(), "RssAnon: %" SCNu64, &kb) == 1) *anon = kb << 10;
+    if (std::sscanf(line.c_str(), "RssFile: %" SCNu64, &kb) == 1) *file = kb << 10;
+  }
+}
 
 absl::Status Annotate(const absl::Status& status, const std::string& prefix) {
   return absl::Status(status.code(), absl::StrCat(prefix, std::string(status.message())));
@@ -280,7 +296,17 @@ void ShardServer::StartMetrics(const ServingTable& table) {
     if (service_ == nullptr) return;  // still starting
     const std::shared_ptr<ServingTable> t = service_->table();
     metrics_->SetHotTierBytes(t->tier().pinned_bytes(), t->tier().cached_bytes());
-    metrics_->SetStoreStats(t->store().Stats());
+    const std::vector<std::pair<std::string, double>> store_stats = t->store().Stats();
+    ShardMetrics::Resident resident;
+    resident.pinned_rows = t->tier().pinned_bytes();
+    resident.cached_rows = t->tier().cached_bytes();
+    resident.hot_index = t->tier().index_bytes();
+    for (const auto& [name, value] : store_stats) {
+      if (name == "rocksdb_index_memory_bytes") resident.rocksdb_index = static_cast<uint64_t>(value);
+    }
+    ReadProcessResident(&resident.process_anon, &resident.process_file);
+    metrics_->SetResident(resident, t->tier().budget_bytes());
+    metrics_->SetStoreStats(store_stats);
     metrics_->SetStoreStats(t->tier().Stats());  // scrub and damaged-row counts
   });
 }

@@ -28,6 +28,8 @@ class FrequencySketch {
     if (++additions_ >= sample_) Age();
   }
 
+  uint64_t memory_bytes() const { return counters_.capacity(); }
+
   uint32_t Estimate(uint64_t hash) const {
     uint32_t m = kMax;
     for (int r = 0; r < kRows; ++r) {
@@ -75,6 +77,11 @@ class AdmissionCache::Shard {
     referenced_[slot] = 1;
     std::memcpy(dst, rows_ + uint64_t{slot} * slot_bytes_, n);
     return true;
+  }
+
+  uint64_t metadata_bytes() const {
+    return keys_.capacity() * sizeof(uint64_t) + referenced_.capacity() + index_.memory_bytes() +
+           sketch_.memory_bytes();
   }
 
   // Returns true if a new row became resident (no eviction).
@@ -155,6 +162,12 @@ void AdmissionCache::Admit(uint64_t key, const uint8_t* data, uint32_t n) {
   if (ShardFor(hash).Admit(key, hash, data, n)) {
     resident_.fetch_add(1, std::memory_order_relaxed);
   }
+}
+
+uint64_t AdmissionCache::metadata_bytes() const {
+  uint64_t n = 0;
+  for (const std::unique_ptr<Shard>& shard : shards_) n += shard->metadata_bytes();
+  return n;
 }
 
 }  // namespace engram

@@ -44,6 +44,10 @@ class AdmissionCache {
   uint64_t resident() const { return resident_.load(std::memory_order_relaxed); }
   uint64_t capacity_bytes() const { return slots_ * slot_bytes_; }
   uint64_t resident_bytes() const { return resident() * slot_bytes_; }
+  // Bytes of the cache's bookkeeping beside its rows: per slot its key,
+  // reference bit and index entries, and the frequency sketch (allocated,
+  // fixed at construction).
+  uint64_t metadata_bytes() const;
 
  private:
   class Shard;

@@ -143,6 +143,10 @@ class HotTierImpl final : public HotTier, private PinnedRowScrub {
     return cache_ == nullptr ? 0 : cache_->resident_bytes();
   }
   uint64_t budget_bytes() const override { return budget_; }
+  uint64_t index_bytes() const override {
+    return index_.memory_bytes() + sums_.capacity() * sizeof(uint32_t) +
+           (cache_ == nullptr ? 0 : cache_->metadata_bytes());
+  }
 
   std::vector<std::pair<std::string, double>> Stats() const override {
     const ScrubStats s = scrubber_->stats();

@@ -126,6 +126,9 @@ class HotTier {
   virtual uint64_t pinned_bytes() const = 0;
   virtual uint64_t cached_bytes() const = 0;
   virtual uint64_t budget_bytes() const = 0;
+  // RAM beside the rows: the pinned rows' index and checksums, and the
+  // admission cache's bookkeeping (fixed after Build).
+  virtual uint64_t index_bytes() const = 0;
 
   // Integrity counters for metrics (name -> value): the scrubber's
   // cumulative scrub_pinned_rows, scrub_pinned_failures,
