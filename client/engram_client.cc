@@ -109,9 +109,9 @@ absl::Status ClientOptions::Validate() const {
     }
   }
   if (step_deadline <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "step_deadline is ", absl::FormatDuration(step_deadline),
-        "; it must be positive (InfiniteDuration() for none)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("step_deadline is ", absl::FormatDuration(step_deadline),
+                     "; it must be positive (InfiniteDuration() for none)"));
   }
   if (rpc_deadline <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -68,19 +68,19 @@ absl::Status Step::WaitArrived(int layer) {
   StepState& st = *state_;
   client_->Advance(st, layer);  // a layer nobody has sent yet goes out now
   const absl::Duration budget = client_->options.step_deadline;
-  const absl::Time due = budget == absl::InfiniteDuration() ? absl::InfiniteFuture()
-                                                            : st.prefetched + budget;
+  const absl::Time due =
+      budget == absl::InfiniteDuration() ? absl::InfiniteFuture() : st.prefetched + budget;
   absl::MutexLock l(&st.mu);
   // Claimed is not enough: the claiming thread may still be grouping the
   // layer's rows and counting its RPCs.
   while (!(st.layers[layer].sent && st.layers[layer].pending == 0)) {
     if (st.cv.WaitWithDeadline(&st.mu, due) &&
         !(st.layers[layer].sent && st.layers[layer].pending == 0)) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "Engram layer ", layer, ": no rows from shard(s) ",
-          st.PendingShardsLocked(st.layers[layer].sent ? layer : -1),
-          " within the step deadline of ", absl::FormatDuration(budget),
-          " since Prefetch (ClientOptions::step_deadline)"));
+      return absl::DeadlineExceededError(
+          absl::StrCat("Engram layer ", layer, ": no rows from shard(s) ",
+                       st.PendingShardsLocked(st.layers[layer].sent ? layer : -1),
+                       " within the step deadline of ", absl::FormatDuration(budget),
+                       " since Prefetch (ClientOptions::step_deadline)"));
     }
   }
   return st.layers[layer].status;

@@ -417,8 +417,8 @@ absl::Status StreamConnection::Greet(int fd) {
     // Version 1 servers take a hello without a token; version 2 ones
     // requests without a timeout.
     failed = StreamError(absl::StrCat("the shard answers with version ", *v,
-                                      "; this client speaks versions ",
-                                      token.empty() ? 1 : 2, " to ", stream::kVersion));
+                                      "; this client speaks versions ", token.empty() ? 1 : 2,
+                                      " to ", stream::kVersion));
   } else {
     version_.store(*v, std::memory_order_relaxed);
   }

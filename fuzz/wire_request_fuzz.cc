@@ -92,9 +92,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     int64_t pb_max_empty = -1;
     FUZZ_CHECK(FromProto(pb, &pb_max_empty) == FromQuery(q), "layers differ from protobuf's");
     FUZZ_CHECK(pb_max_empty == q.max_empty_layer, "empty layers differ from protobuf's");
-    FUZZ_CHECK(sliced.source_checksum == q.source_checksum &&
-                   sliced.max_empty_layer == q.max_empty_layer,
-               "the sliced parse differs");
+    FUZZ_CHECK(
+        sliced.source_checksum == q.source_checksum && sliced.max_empty_layer == q.max_empty_layer,
+        "the sliced parse differs");
     std::vector<wire::LayerRowIds> layers;
     for (const wire::LayerRange& l : q.layers) {
       layers.push_back({l.layer, std::span<const uint64_t>(q.ids.data() + l.begin, l.count)});
@@ -105,10 +105,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const absl::Status s3 = wire::ParseLookupRequest(
         std::span<const uint8_t>(encoded.begin(), encoded.size()), kMaxRows, &again);
     FUZZ_CHECK(s3.ok(), s3.ToString());
-    FUZZ_CHECK(
-        again.table == q.table && again.version == q.version &&
-            again.source_checksum == q.source_checksum && FromQuery(again) == FromQuery(q),
-        "the re-encoded request parses differently");
+    FUZZ_CHECK(again.table == q.table && again.version == q.version &&
+                   again.source_checksum == q.source_checksum && FromQuery(again) == FromQuery(q),
+               "the re-encoded request parses differently");
   } else if (s.code() == absl::StatusCode::kResourceExhausted) {
     FUZZ_CHECK(!pb_ok || pb_ids > kMaxRows, "ResourceExhausted for a request within max_rows");
   } else {

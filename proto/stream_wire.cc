@@ -70,7 +70,9 @@ void EncodeHeader(const FrameHeader& header, uint8_t out[kHeaderBytes]) {
 }
 
 uint64_t DecodeTimeoutMicros(const uint8_t in[kTimeoutBytes]) { return Get64(in); }
-void EncodeTimeoutMicros(uint64_t timeout_us, uint8_t out[kTimeoutBytes]) { Put64(out, timeout_us); }
+void EncodeTimeoutMicros(uint64_t timeout_us, uint8_t out[kTimeoutBytes]) {
+  Put64(out, timeout_us);
+}
 
 FrameHeader DecodeHeader(const uint8_t in[kHeaderBytes]) {
   return FrameHeader{Get32(in), Get32(in + 4), Get64(in + 8)};

@@ -109,7 +109,8 @@ std::vector<Flat> SampleRequests() {
       Flat{},
       Flat{"t", 0, {}},
       Flat{"", 3, {{0, {}}}},
-      Flat{"engram-synthetic", 1, {{0, {0, 1, 127, 128, 16383, 16384}}}, "xxh3_64:0123456789abcdef"},
+      Flat{
+          "engram-synthetic", 1, {{0, {0, 1, 127, 128, 16383, 16384}}}, "xxh3_64:0123456789abcdef"},
       Flat{"x", ~uint64_t{0}, {{7, {~uint64_t{0}, 0}}, {0, {5}}, {7, {9}}}},
       Flat{std::string(300, 'n'), 2, {{1, many}, {2, {}}, {3, many}}, std::string(200, 's')},
       Flat{"t", 1, {{9, {}}, {0, {1}}, {4, {}}, {0, {}}}},

@@ -123,10 +123,12 @@ void ShardMetrics::SetHotTierBytes(uint64_t pinned, uint64_t cached) {
 }
 
 void ShardMetrics::SetResident(const Resident& r, uint64_t budget_bytes) {
-  const std::pair<const char*, uint64_t> kinds[] = {
-      {"pinned_rows", r.pinned_rows},     {"cached_rows", r.cached_rows},
-      {"hot_index", r.hot_index},         {"rocksdb_index", r.rocksdb_index},
-      {"process_anonymous", r.process_anon}, {"process_file_backed", r.process_file}};
+  const std::pair<const char*, uint64_t> kinds[] = {{"pinned_rows", r.pinned_rows},
+                                                    {"cached_rows", r.cached_rows},
+                                                    {"hot_index", r.hot_index},
+                                                    {"rocksdb_index", r.rocksdb_index},
+                                                    {"process_anonymous", r.process_anon},
+                                                    {"process_file_backed", r.process_file}};
   for (const auto& [kind, bytes] : kinds) {
     resident_.Add({{"kind", kind}}).Set(static_cast<double>(bytes));
   }

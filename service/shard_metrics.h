@@ -71,12 +71,12 @@ class ShardMetrics {
   // What the shard holds in RAM, by kind, and the budget it was given
   // (engram_shard_resident_bytes{kind}, engram_shard_ram_budget_bytes).
   struct Resident {
-    uint64_t pinned_rows = 0;     // hot tier rows pinned from the profile
-    uint64_t cached_rows = 0;     // hot tier rows in the admission cache
-    uint64_t hot_index = 0;       // their index, checksums and bookkeeping
-    uint64_t rocksdb_index = 0;   // RocksDB's table readers (index blocks)
-    uint64_t process_anon = 0;    // the whole process: anonymous memory (RssAnon)
-    uint64_t process_file = 0;    // the whole process: file pages mapped (RssFile)
+    uint64_t pinned_rows = 0;    // hot tier rows pinned from the profile
+    uint64_t cached_rows = 0;    // hot tier rows in the admission cache
+    uint64_t hot_index = 0;      // their index, checksums and bookkeeping
+    uint64_t rocksdb_index = 0;  // RocksDB's table readers (index blocks)
+    uint64_t process_anon = 0;   // the whole process: anonymous memory (RssAnon)
+    uint64_t process_file = 0;   // the whole process: file pages mapped (RssFile)
   };
   void SetResident(const Resident& resident, uint64_t budget_bytes);
   void SetTableVersion(uint64_t version) { table_version_.Set(static_cast<double>(version)); }

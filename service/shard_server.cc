@@ -302,7 +302,8 @@ void ShardServer::StartMetrics(const ServingTable& table) {
     resident.cached_rows = t->tier().cached_bytes();
     resident.hot_index = t->tier().index_bytes();
     for (const auto& [name, value] : store_stats) {
-      if (name == "rocksdb_index_memory_bytes") resident.rocksdb_index = static_cast<uint64_t>(value);
+      if (name == "rocksdb_index_memory_bytes")
+        resident.rocksdb_index = static_cast<uint64_t>(value);
     }
     ReadProcessResident(&resident.process_anon, &resident.process_file);
     metrics_->SetResident(resident, t->tier().budget_bytes());

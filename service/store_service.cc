@@ -42,7 +42,7 @@ struct StoreService::Call {
   LookupDone done;                  // answers the call
   absl::Time start;
   absl::Time read_start;
-  absl::Time deadline;  // the caller's; InfiniteFuture when none
+  absl::Time deadline;                  // the caller's; InfiniteFuture when none
   std::shared_ptr<ServingTable> table;  // the version this call is served from
 };
 
@@ -94,8 +94,8 @@ absl::Status StoreService::Validate(const ServingTable& table, const wire::Looku
   const std::string& source = table.store().shard_info().source_checksum;
   if (!query.source_checksum.empty() && query.source_checksum != source) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "this shard's version ", map.version, " of table \"", map.table,
-        "\" has source checksum ", source, ", the request's ", query.source_checksum,
+        "this shard's version ", map.version, " of table \"", map.table, "\" has source checksum ",
+        source, ", the request's ", query.source_checksum,
         ": the worker's table directory holds other rows; give it the table the shards were "
         "imported from"));
   }
@@ -205,20 +205,23 @@ void StoreService::Serve(std::unique_ptr<Call> call, absl::Status status) {
   // completion calls, answers it.
   call->read_start = absl::Now();
   Call* pending = call.release();
-  pending->table->store().ReadRowsAsync(pending->misses, [this, pending](absl::Status read) {
-    std::unique_ptr<Call> done(pending);
-    metrics_.RecordDiskRead(absl::Now() - done->read_start);
-    if (read.ok()) {
-      HotTier& tier = done->table->tier();
-      for (const RowRef& ref : done->misses) {
-        tier.Admit(ref.layer, ref.row, ref.dst);
-      }
-    } else if (read.code() == absl::StatusCode::kDataLoss) {
-      metrics_.RecordDataLoss();
-      LogLine('E', absl::StrCat("Lookup failed: ", read.ToString()));
-    }
-    Finish(std::move(done), read);
-  }, pending->deadline);
+  pending->table->store().ReadRowsAsync(
+      pending->misses,
+      [this, pending](absl::Status read) {
+        std::unique_ptr<Call> done(pending);
+        metrics_.RecordDiskRead(absl::Now() - done->read_start);
+        if (read.ok()) {
+          HotTier& tier = done->table->tier();
+          for (const RowRef& ref : done->misses) {
+            tier.Admit(ref.layer, ref.row, ref.dst);
+          }
+        } else if (read.code() == absl::StatusCode::kDataLoss) {
+          metrics_.RecordDataLoss();
+          LogLine('E', absl::StrCat("Lookup failed: ", read.ToString()));
+        }
+        Finish(std::move(done), read);
+      },
+      pending->deadline);
 }
 
 void StoreService::Gather(Call& call) {

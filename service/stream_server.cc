@@ -292,9 +292,9 @@ void StreamServer::Serve(Connection* c) {
     }
     if (timed && header.payload_bytes < stream::kTimeoutBytes) {
       c->Respond(header.id,
-                 absl::InvalidArgumentError(absl::StrCat(
-                     "timed Lookup frame of ", header.payload_bytes, " bytes: it needs ",
-                     stream::kTimeoutBytes, " for its timeout")),
+                 absl::InvalidArgumentError(
+                     absl::StrCat("timed Lookup frame of ", header.payload_bytes,
+                                  " bytes: it needs ", stream::kTimeoutBytes, " for its timeout")),
                  grpc::Slice());
       break;
     }

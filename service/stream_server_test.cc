@@ -94,9 +94,9 @@ class StreamServerTest : public ::testing::Test {
     uint8_t timeout_bytes[stream::kTimeoutBytes];
     stream::EncodeTimeoutMicros(static_cast<uint64_t>(absl::ToInt64Microseconds(timeout)),
                                 timeout_bytes);
-    SendFrame(fd, id, stream::kLookupTimed,
-              std::string(reinterpret_cast<const char*>(timeout_bytes), sizeof(timeout_bytes)) +
-                  request);
+    SendFrame(
+        fd, id, stream::kLookupTimed,
+        std::string(reinterpret_cast<const char*>(timeout_bytes), sizeof(timeout_bytes)) + request);
   }
   static std::string LookupBytes(uint32_t layer, const std::vector<uint64_t>& ids,
                                  uint64_t version = testing::kSmallTableVersion) {
@@ -218,21 +218,21 @@ TEST_F(StreamServerTest, ABadRequestGetsItsStatusAndTheConnectionGoesOn) {
   // Rows of another table under the same name and version.
   const std::vector<uint64_t> ok = {0, 3, 3};
   const wire::LayerRowIds layer0{0, ok};
-  grpc::Slice other = wire::EncodeLookupRequest(testing::kSmallTableName,
-                                                testing::kSmallTableVersion, {&layer0, 1},
-                                                "xxh3_64:0000000000000000");
-  SendFrame(fd, 6, stream::kLookup, std::string(reinterpret_cast<const char*>(other.begin()),
-                                                 other.size()));
+  grpc::Slice other =
+      wire::EncodeLookupRequest(testing::kSmallTableName, testing::kSmallTableVersion, {&layer0, 1},
+                                "xxh3_64:0000000000000000");
+  SendFrame(fd, 6, stream::kLookup,
+            std::string(reinterpret_cast<const char*>(other.begin()), other.size()));
   r = ReadReply(fd);
   EXPECT_EQ(r.code, static_cast<uint32_t>(absl::StatusCode::kFailedPrecondition));
   EXPECT_NE(r.payload.find("source checksum"), std::string::npos) << r.payload;
 
   // An entry without ids asks for nothing, but its layer must exist.
   const wire::LayerRowIds with_empty[2] = {{0, ok}, {7, {}}};
-  grpc::Slice empty = wire::EncodeLookupRequest(testing::kSmallTableName,
-                                                testing::kSmallTableVersion, with_empty);
-  SendFrame(fd, 7, stream::kLookup, std::string(reinterpret_cast<const char*>(empty.begin()),
-                                                 empty.size()));
+  grpc::Slice empty =
+      wire::EncodeLookupRequest(testing::kSmallTableName, testing::kSmallTableVersion, with_empty);
+  SendFrame(fd, 7, stream::kLookup,
+            std::string(reinterpret_cast<const char*>(empty.begin()), empty.size()));
   r = ReadReply(fd);
   EXPECT_EQ(r.code, static_cast<uint32_t>(absl::StatusCode::kInvalidArgument));
   EXPECT_NE(r.payload.find("layer 7 does not exist"), std::string::npos) << r.payload;
@@ -242,8 +242,8 @@ TEST_F(StreamServerTest, ABadRequestGetsItsStatusAndTheConnectionGoesOn) {
   grpc::Slice good =
       wire::EncodeLookupRequest(testing::kSmallTableName, testing::kSmallTableVersion, mixed,
                                 ManifestSourceChecksum(*table_));
-  SendFrame(fd, 5, stream::kLookup, std::string(reinterpret_cast<const char*>(good.begin()),
-                                                 good.size()));
+  SendFrame(fd, 5, stream::kLookup,
+            std::string(reinterpret_cast<const char*>(good.begin()), good.size()));
   r = ReadReply(fd);
   ASSERT_EQ(r.code, 0u) << r.payload;
   const std::string want = ExpectedRows(*table_, 0, ok);

@@ -419,8 +419,8 @@ absl::StatusOr<std::unique_ptr<HotTier>> HotTier::Build(RowStore& store,
   const uint32_t shard = store.shard_index();
   const uint64_t budget = options.budget_bytes;
   std::vector<HotProfileEntry> profile;
-  const bool use_profile = budget > 0 && !options.profile_path.empty() &&
-                           !HotTierHoldsWholeShard(map, shard, budget);
+  const bool use_profile =
+      budget > 0 && !options.profile_path.empty() && !HotTierHoldsWholeShard(map, shard, budget);
   if (use_profile) {
     ASSIGN_OR_RETURN(profile, ReadHotProfile(options.profile_path, map, shard));
   }

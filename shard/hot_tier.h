@@ -77,8 +77,8 @@ struct HotTierOptions {
 // and the capacity planner (`engramctl plan`), so a plan replays exactly
 // the policy a shard runs.
 struct HotTierPlan {
-  bool whole_shard = false;          // every row pinned (no cache, no tail reads)
-  uint32_t stride = 0;               // bytes of one row slot (the largest row)
+  bool whole_shard = false;           // every row pinned (no cache, no tail reads)
+  uint32_t stride = 0;                // bytes of one row slot (the largest row)
   std::vector<uint64_t> pinned_keys;  // ShardKey(layer, row), in slot order
   uint64_t cache_slots = 0;           // rows the admission cache holds
 };

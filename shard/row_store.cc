@@ -245,9 +245,9 @@ void RowStoreImpl::RunChunks(Request& req, Scratch& scratch) {
     if (req.deadline != absl::InfiniteFuture() && absl::Now() >= req.deadline) {
       // Nobody waits for these rows any more: the disk serves live requests.
       expired_rows_.fetch_add(end - begin, std::memory_order_relaxed);
-      s = absl::DeadlineExceededError(absl::StrCat(
-          name_, ": the request's deadline passed before its rows were read (",
-          req.items.size(), " rows from disk)"));
+      s = absl::DeadlineExceededError(
+          absl::StrCat(name_, ": the request's deadline passed before its rows were read (",
+                       req.items.size(), " rows from disk)"));
     } else {
       s = ReadChunk(req, begin, end, scratch);
     }

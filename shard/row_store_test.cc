@@ -333,8 +333,7 @@ TEST_F(RowStoreTest, ReadsStopAtTheDeadline) {
   EXPECT_EQ(late_status.code(), absl::StatusCode::kDeadlineExceeded) << late_status;
   EXPECT_NE(late_status.message().find("deadline passed"), std::string::npos) << late_status;
   EXPECT_EQ(Stat(*store, "expired_rows"), static_cast<double>(late.size()));
-  EXPECT_EQ(Stat(*store, "rocksdb_multiget_keys") - keys_before,
-            static_cast<double>(busy.size()));
+  EXPECT_EQ(Stat(*store, "rocksdb_multiget_keys") - keys_before, static_cast<double>(busy.size()));
 
   absl::Notification past_done;
   store->ReadRowsAsync(

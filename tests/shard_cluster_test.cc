@@ -252,9 +252,10 @@ class StepRunner {
     Sequence* ptr = seq.get();
     const std::vector<int64_t> starts = {0};
     const absl::Time start = absl::Now();
-    ASSIGN_OR_RETURN(Step step,
-                     client_.Prefetch({std::span(&ptr, 1), starts,
-                                       static_cast<int64_t>(tokens_.size()), tokens_, {}}));
+    ASSIGN_OR_RETURN(
+        Step step,
+        client_.Prefetch(
+            {std::span(&ptr, 1), starts, static_cast<int64_t>(tokens_.size()), tokens_, {}}));
     absl::Status s = step.WaitArrived(0);
     *took = absl::Now() - start;
     return s;
@@ -312,8 +313,7 @@ TEST_F(ShardClusterTest, AStoppedShardFailsTheStepAtTheDeadline) {
     const absl::Status s = runner.RunStep(&took);
     shards_[1]->Signal(SIGCONT);
     EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
-    EXPECT_NE(s.message().find(step_deadline ? "shard(s) 1 " : "shard 1"), std::string::npos)
-        << s;
+    EXPECT_NE(s.message().find(step_deadline ? "shard(s) 1 " : "shard 1"), std::string::npos) << s;
     if (step_deadline) {
       EXPECT_NE(s.message().find("step_deadline"), std::string::npos) << s;
     }

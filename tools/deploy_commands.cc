@@ -19,8 +19,8 @@
 #include "engram/v1/engram_store.grpc.pb.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
-#include "grpcpp/support/channel_arguments.h"
 #include "grpcpp/security/credentials.h"
+#include "grpcpp/support/channel_arguments.h"
 #include "service/auth.h"
 
 ABSL_DECLARE_FLAG(std::string, shards);
@@ -193,8 +193,8 @@ int ActivateCommand(const std::vector<std::string>& args) {
       v1::ActivateRequest request;
       request.set_version(version);
       v1::ActivateResponse response;
-      const grpc::Status status =
-          v1::EngramAdmin::NewStub(Channel(address, *creds))->Activate(&context, request, &response);
+      const grpc::Status status = v1::EngramAdmin::NewStub(Channel(address, *creds))
+                                      ->Activate(&context, request, &response);
       if (!status.ok()) {
         const auto code = static_cast<absl::StatusCode>(status.error_code());
         std::printf("%s: %s: %s\n", address.c_str(), absl::StatusCodeToString(code).c_str(),
