@@ -20,6 +20,7 @@
 #include "common/hot_profile.h"
 #include "common/status_macros.h"
 #include "common/table.h"
+#include "common/token_trace.h"
 #include "shard/gguf.h"
 #include "shard/row_sink.h"
 
@@ -325,17 +326,7 @@ absl::StatusOr<std::vector<HotProfileEntry>> ProfileTrace(const std::string& tra
   std::vector<RowId> rows;
   std::string line;
   for (int64_t line_no = 1; std::getline(in, line); ++line_no) {
-    ids.clear();
-    for (absl::string_view tok :
-         absl::StrSplit(line, absl::ByAnyChar(" \t\r"), absl::SkipEmpty())) {
-      int64_t id = 0;
-      if (!absl::SimpleAtoi(tok, &id) || id < 0 || id >= layout.vocab_size) {
-        return absl::InvalidArgumentError(absl::StrCat(trace_path, ":", line_no, ": token '", tok,
-                                                       "' is not a token id in [0, ",
-                                                       layout.vocab_size, ")"));
-      }
-      ids.push_back(id);
-    }
+    RETURN_IF_ERROR(ParseTraceLine(line, layout.vocab_size, trace_path, line_no, &ids));
     if (ids.empty()) continue;
     SequenceState seq(
         std::max<int64_t>(SequenceState::kDefaultCapacity, static_cast<int64_t>(ids.size())));

@@ -5,6 +5,7 @@
 //   engramctl import ... / layout ...     build shard data (tools/shard_commands.h)
 //   engramctl lookup ...                  check a deployment (tools/lookup_command.h)
 //   engramctl shardmap ... / info ...     a deployment's addresses (tools/deploy_commands.h)
+//   engramctl plan ...                    size the hot tier for a trace (tools/plan_command.h)
 //
 // Every subcommand exits 0 on success; on bad input it prints one line saying
 // what is wrong and how to fix it, and exits non-zero.
@@ -23,6 +24,7 @@
 #include "common/table_gen.h"
 #include "tools/deploy_commands.h"
 #include "tools/lookup_command.h"
+#include "tools/plan_command.h"
 #include "tools/progress.h"
 #include "tools/shard_commands.h"
 #include "tools/verify_command.h"
@@ -67,6 +69,9 @@ constexpr char kUsage[] =
     "  activate --shards host:port,... --to-version N [--admin-token-file F]\n"
     "                            switch every replica to table version N, one at a time\n"
     "  verify --db SHARD_DIR [--table DIR]  check every row against shard.json (and the table)\n"
+    "  plan --trace FILE --table DIR --shards K --disk-iops N [--profile-trace FILE]\n"
+    "       [--batch B] [--budgets 1%,5%,64M] [--json] [--png FILE]\n"
+    "                            predict hit ratio, disk load and exposed wait per RAM budget\n"
     "lookup, info and activate take --tls-ca CA [--tls-cert C --tls-key K]\n"
     "[--tls-server-name N] for shards serving TLS; lookup and info --auth-token-file F\n"
     "flags may be spelled with '-' or '_' (--shard-index = --shard_index)\n";
@@ -154,5 +159,6 @@ int main(int argc, char** argv) {
   if (command == "info") return engram::InfoCommand(args);
   if (command == "activate") return engram::ActivateCommand(args);
   if (command == "verify") return engram::VerifyCommand(args);
+  if (command == "plan") return engram::PlanCommand(args);
   return Fail(absl::StrCat("unknown command '", command, "'; run engramctl --help for the list"));
 }

@@ -1,0 +1,502 @@
+#include "tools/plan_command.h"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/flags/declare.h"
+#include "absl/flags/flag.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "nlohmann/json.hpp"
+#include "service/shard_server.h"
+#include "shard/tier_plan.h"
+#include "shard/tier_replay.h"
+
+extern char** environ;
+
+ABSL_DECLARE_FLAG(std::string, table);
+ABSL_DECLARE_FLAG(std::string, shards);
+ABSL_DECLARE_FLAG(std::string, profile_trace);
+ABSL_DECLARE_FLAG(bool, json);
+
+// plan defaults are PlanModelOptions' and TierReplayOptions' (shard/tier_plan.h).
+static const engram::PlanModelOptions kModelDefaults;
+static const engram::TierReplayOptions kReplayDefaults;
+
+// Numbers are string flags, parsed here, so a bad value is one line and
+// exit 2 like every other refusal of plan.
+ABSL_FLAG(std::string, trace, "", "plan: the workload, a token trace (tools/make-trace)");
+ABSL_FLAG(std::string, disk_iops, "",
+          "plan: random 4 KiB reads per second one shard's disk sustains at depth (required)");
+ABSL_FLAG(std::string, disk_latency_us, absl::StrCat(kModelDefaults.disk_latency_us),
+          "plan: microseconds of one disk read at depth 1");
+ABSL_FLAG(std::string, network_gbps, absl::StrCat(kModelDefaults.network_gbps),
+          "plan: Gbit/s of every link (each shard's, each worker's)");
+ABSL_FLAG(std::string, rtt_us, absl::StrCat(kModelDefaults.rtt_us),
+          "plan: microseconds of a request's round trip without its data");
+ABSL_FLAG(std::string, block_us, absl::StrCat(kModelDefaults.block_us),
+          "plan: microseconds of one transformer block");
+ABSL_FLAG(std::string, blocks, absl::StrCat(kModelDefaults.blocks),
+          "plan: transformer blocks of the model (V4.1-Flash: 43)");
+ABSL_FLAG(std::string, tokens_per_second, absl::StrCat(kModelDefaults.tokens_per_second),
+          "plan: tokens per second of one worker; 0 = decoding back to back "
+          "(batch / (blocks x block-us))");
+ABSL_FLAG(std::string, workers, absl::StrCat(kModelDefaults.workers),
+          "plan: inference workers sharing the shards");
+ABSL_FLAG(std::string, batch, absl::StrCat(kReplayDefaults.batch),
+          "plan: sequences per decode step (trace lines decoded in lockstep)");
+ABSL_FLAG(std::string, budgets, "1%,2%,5%,10%,25%,50%,100%",
+          "plan: RAM budgets per shard to replay: sizes (64M, 1G) or % of a shard's rows");
+ABSL_FLAG(std::string, ram_per_shard, "", "plan: RAM a shard can give; larger budgets are dropped");
+ABSL_FLAG(std::string, target_exposed_wait, "1%",
+          "plan: report the smallest budget whose predicted exposed wait is at most this");
+ABSL_FLAG(std::string, png, "", "plan: also plot hit ratio and exposed wait to this PNG (gnuplot)");
+
+namespace engram {
+namespace {
+
+int Fail(const std::string& line) {
+  std::fprintf(stderr, "engramctl plan: %s\n", line.c_str());
+  return 2;
+}
+
+// A finite number >= min (> min when `strict`), or a one-line reason.
+absl::StatusOr<double> Number(const char* flag, const std::string& text, double min, bool strict,
+                              const char* meaning) {
+  double v = 0;
+  if (!absl::SimpleAtod(text, &v) || !std::isfinite(v) || (strict ? v <= min : v < min)) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, " ", text.empty() ? "\"\"" : text,
+                                                   ": want a number ", strict ? "> " : ">= ", min,
+                                                   " (", meaning, ")"));
+  }
+  return v;
+}
+
+absl::StatusOr<int> Count(const char* flag, const std::string& text, const char* meaning) {
+  int v = 0;
+  if (!absl::SimpleAtoi(text, &v) || v < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, " ", text.empty() ? "\"\"" : text,
+                                                   ": want a whole number >= 1 (", meaning, ")"));
+  }
+  return v;
+}
+
+// The exact byte count in a form ParseByteSize (engram-shard --ram-budget)
+// takes: the largest binary suffix that divides it.
+std::string SizeText(uint64_t bytes) {
+  const char* units = "KMGT";
+  for (int i = 3; i >= 0 && bytes > 0; --i) {
+    const uint64_t unit = uint64_t{1} << (10 * (i + 1));
+    if (bytes % unit == 0) return absl::StrCat(bytes / unit, std::string(1, units[i]));
+  }
+  return absl::StrCat(bytes);
+}
+
+std::string Human(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 4) bytes /= 1024, ++u;
+  return absl::StrFormat(u == 0 ? "%.0f %s" : "%.1f %s", bytes, units[u]);
+}
+
+std::string Pct(double p) { return absl::StrFormat("%.4g", p); }
+
+// --budgets: sizes or percentages of shard_bytes, ascending, without
+// repeats. A percentage is rounded to whole MiB (KiB below 64 MiB, bytes
+// below 64 KiB) so the size printed is the size replayed; 100% is the
+// shard's exact size.
+absl::StatusOr<std::vector<uint64_t>> ParseBudgets(const std::string& text, uint64_t shard_bytes) {
+  std::vector<uint64_t> out;
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    const std::string item(absl::StripAsciiWhitespace(part));
+    uint64_t bytes = 0;
+    if (!item.empty() && item.back() == '%') {
+      double p = 0;
+      if (!absl::SimpleAtod(item.substr(0, item.size() - 1), &p) || !(p >= 0) || p > 100) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--budgets: \"", item, "\" is not a percentage of a shard in 0%..100% (e.g. 5%)"));
+      }
+      const double exact = p / 100 * static_cast<double>(shard_bytes);
+      uint64_t unit = 1;
+      for (uint64_t u : {uint64_t{1} << 20, uint64_t{1} << 10}) {
+        if (exact >= 64.0 * static_cast<double>(u)) {
+          unit = u;
+          break;
+        }
+      }
+      bytes =
+          p >= 100
+              ? shard_bytes
+              : std::min<uint64_t>(
+                    shard_bytes,
+                    static_cast<uint64_t>(std::llround(exact / static_cast<double>(unit))) * unit);
+    } else {
+      absl::StatusOr<uint64_t> size = ParseByteSize(item);
+      if (!size.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--budgets: \"", item, "\" is neither a size (64M, 1G) nor a % of a shard"));
+      }
+      bytes = *size;
+      if (bytes > shard_bytes) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--budgets: ", item, " is larger than a shard of this table (",
+                         SizeText(shard_bytes), " = ", Human(static_cast<double>(shard_bytes)),
+                         " holds every row): give at most that, or 100%"));
+      }
+    }
+    out.push_back(bytes);
+  }
+  if (out.empty()) return absl::InvalidArgumentError("--budgets is empty: give e.g. 1%,5%,64M");
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+// A gnuplot string literal.
+std::string GnuplotString(const std::string& path) {
+  return absl::StrCat("'", absl::StrReplaceAll(path, {{"'", "''"}}), "'");
+}
+
+// Plots hit ratio and exposed wait against the budget with gnuplot, run as
+// a child process.
+absl::Status WritePng(const std::string& png, const std::vector<BudgetPlan>& plans, double target) {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string dir =
+      absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/engram-plan.XXXXXX");
+  if (::mkdtemp(dir.data()) == nullptr) {
+    return absl::InternalError(absl::StrCat("cannot make a temporary directory ", dir));
+  }
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  } cleanup{dir};
+  bool log_x = true;
+  {
+    std::ofstream data(dir + "/plan.dat");
+    for (const BudgetPlan& p : plans) {
+      if (p.percent_of_shard <= 0) log_x = false;
+      data << p.percent_of_shard << ' ' << 100 * p.hit_ratio << ' '
+           << (p.disk_saturated ? std::string("NaN") : absl::StrCat(p.exposed_wait_percent))
+           << '\n';
+    }
+  }
+  {
+    std::ofstream gp(dir + "/plan.gp");
+    gp << "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {\n"
+          "  set terminal pngcairo size 900,560\n} else {\n  set terminal png size 900,560\n}\n"
+       << "set output " << GnuplotString(png) << "\n"
+       << "set title 'engramctl plan: hit ratio and predicted exposed wait'\n"
+       << "set xlabel 'RAM budget per shard (% of a shard)'\n"
+       << (log_x ? "set logscale x\n" : "")
+       << "set ylabel 'hot-tier hit ratio (%)'\nset yrange [0:100]\nset ytics nomirror\n"
+          "set y2label 'predicted exposed wait (% of step time)'\nset y2tics\nset y2range [0:*]\n"
+          "set grid\nset key outside below horizontal\n"
+       << "plot " << GnuplotString(dir + "/plan.dat")
+       << " using 1:2 with linespoints lw 2 title 'hit ratio' axes x1y1, "
+          "'' using 1:3 with linespoints lw 2 title 'exposed wait' axes x1y2, "
+       << target << " axes x1y2 with lines dt 2 title 'target exposed wait'\n";
+  }
+  const std::string log = dir + "/gnuplot.log", script = dir + "/plan.gp";
+  std::error_code ec;
+  std::filesystem::remove(png, ec);  // an old plot must not pass for a new one
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT, 0600);
+  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  std::string prog = "gnuplot";
+  char* argv[] = {prog.data(), const_cast<char*>(script.c_str()), nullptr};
+  pid_t pid = 0;
+  const int err = ::posix_spawnp(&pid, "gnuplot", &actions, nullptr, argv, environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (err != 0) {
+    return absl::FailedPreconditionError(absl::StrCat("--png: cannot run gnuplot (",
+                                                      std::strerror(err),
+                                                      "): install it (apt-get install "
+                                                      "gnuplot-nox) or drop --png"));
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  std::string first;
+  {
+    std::ifstream in(log);
+    std::string line;
+    while (first.empty() && std::getline(in, line))
+      first = std::string(absl::StripAsciiWhitespace(line));
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || std::filesystem::file_size(png, ec) == 0 ||
+      ec) {
+    return absl::InternalError(
+        absl::StrCat("--png ", png, ": gnuplot failed",
+                     WIFEXITED(status) ? absl::StrCat(" (exit ", WEXITSTATUS(status), ")") : "",
+                     first.empty() ? "" : ": ", first));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int PlanCommand(const std::vector<std::string>& args) {
+  if (!args.empty()) return Fail(absl::StrCat("plan takes flags only, not '", args[0], "'"));
+  TierReplayOptions ro;
+  ro.trace_path = absl::GetFlag(FLAGS_trace);
+  ro.table_dir = absl::GetFlag(FLAGS_table);
+  ro.profile_trace_path = absl::GetFlag(FLAGS_profile_trace);
+  if (ro.trace_path.empty()) {
+    return Fail("needs --trace FILE, the workload: a token trace (tools/make-trace --out FILE)");
+  }
+  if (ro.table_dir.empty()) {
+    return Fail("needs --table DIR, the table directory (only its manifest.json is read)");
+  }
+  for (const auto& [flag, path] :
+       {std::pair{"--trace", ro.trace_path}, std::pair{"--profile-trace", ro.profile_trace_path}}) {
+    if (path.empty()) continue;
+    std::ifstream probe(path);
+    if (!probe || std::filesystem::is_directory(path)) {
+      return Fail(absl::StrCat(flag, " ", path, ": cannot read it; give a token trace file"));
+    }
+  }
+  {
+    int k = 0;
+    const std::string shards = absl::GetFlag(FLAGS_shards);
+    if (!absl::SimpleAtoi(shards, &k) || k < 1) {
+      return Fail(absl::StrCat("--shards ", shards.empty() ? "\"\"" : shards,
+                               ": want the number of shard servers K >= 1"));
+    }
+    ro.n_shards = static_cast<uint32_t>(k);
+  }
+  PlanModelOptions mo;
+  std::vector<absl::Status> parsed;
+  auto number = [&](double* out, const char* flag, const std::string& text, double min, bool strict,
+                    const char* meaning) {
+    absl::StatusOr<double> v = Number(flag, text, min, strict, meaning);
+    if (v.ok()) *out = *v;
+    parsed.push_back(v.status());
+  };
+  auto count = [&](int* out, const char* flag, const std::string& text, const char* meaning) {
+    absl::StatusOr<int> v = Count(flag, text, meaning);
+    if (v.ok()) *out = *v;
+    parsed.push_back(v.status());
+  };
+  const std::string iops = absl::GetFlag(FLAGS_disk_iops);
+  if (iops.empty()) {
+    return Fail(
+        "needs --disk-iops N, the random 4 KiB reads per second a shard's disk sustains "
+        "(e.g. 1000000 for a datacenter NVMe)");
+  }
+  number(&mo.disk_iops, "disk-iops", iops, 0, true, "reads per second");
+  number(&mo.disk_latency_us, "disk-latency-us", absl::GetFlag(FLAGS_disk_latency_us), 0, false,
+         "microseconds");
+  number(&mo.network_gbps, "network-gbps", absl::GetFlag(FLAGS_network_gbps), 0, true, "Gbit/s");
+  number(&mo.rtt_us, "rtt-us", absl::GetFlag(FLAGS_rtt_us), 0, false, "microseconds");
+  number(&mo.block_us, "block-us", absl::GetFlag(FLAGS_block_us), 0, true, "microseconds");
+  number(&mo.tokens_per_second, "tokens-per-second", absl::GetFlag(FLAGS_tokens_per_second), 0,
+         false, "per worker; 0 = back to back");
+  count(&mo.blocks, "blocks", absl::GetFlag(FLAGS_blocks), "transformer blocks");
+  count(&mo.workers, "workers", absl::GetFlag(FLAGS_workers), "inference workers");
+  count(&ro.batch, "batch", absl::GetFlag(FLAGS_batch), "sequences per decode step");
+  double target = 0;
+  {
+    std::string t = absl::GetFlag(FLAGS_target_exposed_wait);
+    if (!t.empty() && t.back() == '%') t.pop_back();
+    number(&target, "target-exposed-wait", t, 0, false, "percent of step time, e.g. 1%");
+  }
+  for (const absl::Status& s : parsed) {
+    if (!s.ok()) return Fail(std::string(s.message()));
+  }
+
+  absl::StatusOr<TableManifest> manifest = TableManifest::Load(ro.table_dir);
+  if (!manifest.ok()) {
+    return Fail(absl::StrCat("--table ", ro.table_dir, ": ", manifest.status().message()));
+  }
+  if (absl::Status s = mo.Validate(manifest->layout.engram_layer_ids); !s.ok()) {
+    // Validate names the field first: the flag is its dashed name.
+    const std::string m(s.message());
+    const size_t space = std::min(m.find(' '), m.size());
+    return Fail(
+        absl::StrCat("--", absl::StrReplaceAll(m.substr(0, space), {{"_", "-"}}), m.substr(space)));
+  }
+  absl::StatusOr<std::unique_ptr<TierReplay>> replay = TierReplay::Create(ro);
+  if (!replay.ok()) return Fail(std::string(replay.status().message()));
+  const TierReplay& rp = **replay;
+  const uint64_t shard_bytes = rp.shard_bytes();
+  absl::StatusOr<std::vector<uint64_t>> budgets =
+      ParseBudgets(absl::GetFlag(FLAGS_budgets), shard_bytes);
+  if (!budgets.ok()) return Fail(std::string(budgets.status().message()));
+  if (const std::string cap_text = absl::GetFlag(FLAGS_ram_per_shard); !cap_text.empty()) {
+    absl::StatusOr<uint64_t> cap = ParseByteSize(cap_text);
+    if (!cap.ok()) return Fail(absl::StrCat("--ram-per-shard: ", cap.status().message()));
+    std::erase_if(*budgets, [&](uint64_t b) { return b > *cap; });
+    if (budgets->empty()) {
+      return Fail(absl::StrCat("no budget of --budgets is at most --ram-per-shard ", cap_text,
+                               "; give smaller budgets"));
+    }
+  }
+  absl::StatusOr<std::vector<BudgetPlan>> plans = PlanBudgets(rp, *budgets, mo);
+  if (!plans.ok()) return Fail(std::string(plans.status().message()));
+  const TrafficPlan traffic = PlanTraffic(rp, mo);
+  const BudgetPlan* best = nullptr;
+  for (const BudgetPlan& p : *plans) {
+    if (!p.disk_saturated && p.exposed_wait_percent <= target) {
+      best = &p;
+      break;
+    }
+  }
+  const std::string target_text = absl::StrCat(Pct(target), "%");
+  const std::string verdict =
+      best != nullptr ? absl::StrCat("plan: smallest budget meeting exposed wait <= ", target_text,
+                                     ": ", SizeText(best->budget_bytes), " per shard (",
+                                     Pct(best->percent_of_shard), "% of a shard)")
+                      : absl::StrCat("plan: no budget up to ", SizeText(plans->back().budget_bytes),
+                                     " meets exposed wait <= ", target_text);
+  const HashLayout& layout = rp.manifest().layout;
+  const uint32_t K = rp.map().n_shards;
+
+  if (absl::GetFlag(FLAGS_json)) {
+    nlohmann::json j;
+    j["inputs"] = {{"trace", ro.trace_path},
+                   {"profile_trace", ro.profile_trace_path},
+                   {"table", ro.table_dir},
+                   {"shards", K},
+                   {"batch", ro.batch},
+                   {"sequences", rp.sequences()},
+                   {"tokens", rp.tokens()},
+                   {"steps", rp.steps()},
+                   {"shard_rows", rp.shard_rows(0)},
+                   {"shard_bytes", shard_bytes},
+                   {"engram_layer_blocks", layout.engram_layer_ids}};
+    j["model"] = {{"disk_iops", mo.disk_iops},
+                  {"disk_latency_us", mo.disk_latency_us},
+                  {"network_gbps", mo.network_gbps},
+                  {"rtt_us", mo.rtt_us},
+                  {"block_us", mo.block_us},
+                  {"blocks", mo.blocks},
+                  {"workers", mo.workers},
+                  {"tokens_per_second", traffic.tokens_per_second},
+                  {"steps_per_second", traffic.steps_per_second},
+                  {"max_shard_link_utilization", traffic.max_shard_link_utilization},
+                  {"worker_link_utilization", traffic.worker_link_utilization}};
+    j["budgets"] = nlohmann::json::array();
+    for (const BudgetPlan& p : *plans) {
+      nlohmann::json b = {{"bytes", p.budget_bytes},
+                          {"size", SizeText(p.budget_bytes)},
+                          {"percent_of_shard", p.percent_of_shard},
+                          {"hit_ratio", p.hit_ratio},
+                          {"max_tail_rows_per_second", p.max_tail_rows_per_second},
+                          {"max_disk_utilization", p.max_disk_utilization},
+                          {"disk_saturated", p.disk_saturated}};
+      b["exposed_wait_percent"] =
+          p.disk_saturated ? nlohmann::json(nullptr) : nlohmann::json(p.exposed_wait_percent);
+      b["layer_exposed_wait_percent"] =
+          p.disk_saturated ? nlohmann::json(nullptr) : nlohmann::json(p.layer_exposed_wait_percent);
+      b["shards"] = nlohmann::json::array();
+      for (const ShardPlan& s : p.shards) {
+        b["shards"].push_back({{"pinned", s.rows.pinned},
+                               {"cached", s.rows.cached},
+                               {"disk", s.rows.disk},
+                               {"hit_ratio", s.hit_ratio},
+                               {"tail_rows_per_step", s.tail_rows_per_step},
+                               {"tail_rows_per_second", s.tail_rows_per_second},
+                               {"disk_utilization", s.disk_utilization},
+                               {"pinned_rows", s.pinned_rows},
+                               {"cache_slots", s.cache_slots}});
+      }
+      j["budgets"].push_back(std::move(b));
+    }
+    j["target_exposed_wait_percent"] = target;
+    j["smallest_budget"] = best == nullptr
+                               ? nlohmann::json(nullptr)
+                               : nlohmann::json({{"bytes", best->budget_bytes},
+                                                 {"size", SizeText(best->budget_bytes)},
+                                                 {"percent_of_shard", best->percent_of_shard}});
+    j["verdict"] = verdict;
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    std::printf("plan: workload %s: %llu sequences, %llu tokens, %llu decode steps of batch %d\n",
+                ro.trace_path.c_str(), static_cast<unsigned long long>(rp.sequences()),
+                static_cast<unsigned long long>(rp.tokens()),
+                static_cast<unsigned long long>(rp.steps()), ro.batch);
+    if (ro.profile_trace_path.empty()) {
+      std::printf(
+          "plan: no profile trace: below a whole shard the budget is all admission cache\n");
+    } else {
+      uint64_t lo = rp.profile_rows(0), hi = lo;
+      for (uint32_t s = 0; s < K; ++s) {
+        lo = std::min(lo, rp.profile_rows(s));
+        hi = std::max(hi, rp.profile_rows(s));
+      }
+      std::printf(
+          "plan: profile %s: %llu..%llu profiled rows a shard; %u%% of a budget is "
+          "admission cache\n",
+          ro.profile_trace_path.c_str(), static_cast<unsigned long long>(lo),
+          static_cast<unsigned long long>(hi), ro.cache_share_percent);
+    }
+    std::vector<std::string> rows_text;
+    for (const LayerInfo& l : rp.manifest().layers) rows_text.push_back(absl::StrCat(l.rows));
+    std::printf("plan: table %s (%s v%llu): rows %s of %d bytes; %u shards of %llu rows (%s)\n",
+                ro.table_dir.c_str(), rp.map().table.c_str(),
+                static_cast<unsigned long long>(rp.map().version),
+                absl::StrJoin(rows_text, " + ").c_str(), rp.manifest().layers[0].row_bytes, K,
+                static_cast<unsigned long long>(rp.shard_rows(0)),
+                Human(static_cast<double>(shard_bytes)).c_str());
+    std::printf(
+        "plan: Engram layers needed at blocks %s of %d x %g us; %d worker(s) x %.0f "
+        "tokens/s = %.1f steps/s\n",
+        absl::StrJoin(layout.engram_layer_ids, ", ").c_str(), mo.blocks, mo.block_us, mo.workers,
+        traffic.tokens_per_second, traffic.steps_per_second);
+    double rows_max = 0;
+    for (double r : traffic.rows_per_step) rows_max = std::max(rows_max, r);
+    std::printf(
+        "plan: hardware: disk %.0f IOPS, %g us a read; links %g Gb/s, rtt %g us; %.0f rows "
+        "a step to the busiest shard, its link %.1f%% busy, a worker's %.1f%%\n",
+        mo.disk_iops, mo.disk_latency_us, mo.network_gbps, mo.rtt_us, rows_max,
+        100 * traffic.max_shard_link_utilization, 100 * traffic.worker_link_utilization);
+    std::printf("%12s %9s %8s %14s %10s %14s\n", "budget", "% shard", "hit %", "tail rows/s",
+                "disk util", "exposed wait");
+    std::vector<std::string> saturated;
+    for (const BudgetPlan& p : *plans) {
+      const std::string exposed = p.disk_saturated
+                                      ? std::string("disk saturated")
+                                      : absl::StrFormat("%.3f%%", p.exposed_wait_percent);
+      std::printf("%12s %9s %8.2f %14.0f %9.1f%% %14s\n", SizeText(p.budget_bytes).c_str(),
+                  Pct(p.percent_of_shard).c_str(), 100 * p.hit_ratio, p.max_tail_rows_per_second,
+                  100 * p.max_disk_utilization, exposed.c_str());
+      if (p.disk_saturated) saturated.push_back(SizeText(p.budget_bytes));
+    }
+    if (!saturated.empty()) {
+      std::printf(
+          "plan: the disk cannot keep up (utilisation >= 100%%) at %s: more RAM, more "
+          "shards or a faster disk\n",
+          absl::StrJoin(saturated, ", ").c_str());
+    }
+    std::printf("%s\n", verdict.c_str());
+  }
+  if (const std::string png = absl::GetFlag(FLAGS_png); !png.empty()) {
+    if (absl::Status s = WritePng(png, *plans, target); !s.ok()) {
+      std::fprintf(stderr, "engramctl plan: %s\n", std::string(s.message()).c_str());
+      return 1;
+    }
+  }
+  return 0;
+}
+
+}  // namespace engram
