@@ -190,11 +190,7 @@ absl::StatusOr<std::unique_ptr<EngramClient>> EngramClient::Create(ClientOptions
   c.shard_map = std::move(map);
   c.hasher = std::move(hasher);
   c.version = c.options.version != 0 ? c.options.version : c.shard_map.version;
-  if (c.version == c.manifest.version) {
-    std::vector<std::string> sums;
-    for (const LayerInfo& l : c.manifest.layers) sums.push_back(l.checksum);
-    c.source_checksum = SourceChecksum(sums);
-  }
+  if (c.version == c.manifest.version) c.source_checksum = c.manifest.source_checksum();
   c.n_layers = c.hasher->n_layers();
   c.n_cols = c.hasher->n_cols();
   c.n_shards = static_cast<int>(c.shard_map.n_shards);

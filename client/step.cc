@@ -68,8 +68,7 @@ absl::Status Step::WaitArrived(int layer) {
   StepState& st = *state_;
   client_->Advance(st, layer);  // a layer nobody has sent yet goes out now
   const absl::Duration budget = client_->options.step_deadline;
-  const absl::Time due =
-      budget == absl::InfiniteDuration() ? absl::InfiniteFuture() : st.prefetched + budget;
+  const absl::Time due = st.prefetched + budget;  // InfiniteFuture for an infinite budget
   absl::MutexLock l(&st.mu);
   // Claimed is not enough: the claiming thread may still be grouping the
   // layer's rows and counting its RPCs.

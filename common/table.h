@@ -95,6 +95,9 @@ struct TableManifest {
   std::string ToJson() const;
 
   uint64_t total_rows() const;
+  // SourceChecksum of the layers' checksums: what the shards imported from
+  // this table hold in shard.json.
+  std::string source_checksum() const;
 };
 
 // Read-only access to a table's rows. Thread-safe: any number of threads may

@@ -225,6 +225,12 @@ uint64_t TableManifest::total_rows() const {
   return n;
 }
 
+std::string TableManifest::source_checksum() const {
+  std::vector<std::string> sums;
+  for (const LayerInfo& l : layers) sums.push_back(l.checksum);
+  return SourceChecksum(sums);
+}
+
 std::string TableManifest::ToJson() const {
   std::string out = "{\n";
   absl::StrAppend(&out, "  \"format\": ", json(kTableFormat).dump(), ",\n");

@@ -181,6 +181,16 @@ bool ReadLength(Reader& r, size_t limit, size_t* length, size_t* end) {
   return true;
 }
 
+// A length-delimited field's bytes (its length, then that many bytes), kept
+// as they are in *out; false when the length is bad.
+bool ReadBytes(Reader& r, size_t limit, std::string* out) {
+  size_t length, end;
+  if (!ReadLength(r, limit, &length, &end)) return false;
+  out->resize(length);
+  r.Copy(length, reinterpret_cast<uint8_t*>(out->data()));
+  return true;
+}
+
 // Reads the next tag of a message. As protobuf's parser: a tag is a varint
 // of at most 5 bytes whose value is cut to its low 32 bits; false for a
 // longer one or field number 0.
@@ -289,19 +299,11 @@ absl::Status ParseRequest(Reader& r, size_t max_rows, LookupQuery* query) {
     const uint32_t field = static_cast<uint32_t>(tag >> 3);
     const uint32_t wire_type = static_cast<uint32_t>(tag & 7);
     if (field == kRequestTable && wire_type == kLengthDelimited) {
-      size_t length, field_end;
-      if (!ReadLength(r, end, &length, &field_end)) {
-        return Malformed(kWhat, "bad table length");
-      }
-      query->table.resize(length);
-      r.Copy(length, reinterpret_cast<uint8_t*>(query->table.data()));
+      if (!ReadBytes(r, end, &query->table)) return Malformed(kWhat, "bad table length");
     } else if (field == kRequestSourceChecksum && wire_type == kLengthDelimited) {
-      size_t length, field_end;
-      if (!ReadLength(r, end, &length, &field_end)) {
+      if (!ReadBytes(r, end, &query->source_checksum)) {
         return Malformed(kWhat, "bad source_checksum length");
       }
-      query->source_checksum.resize(length);
-      r.Copy(length, reinterpret_cast<uint8_t*>(query->source_checksum.data()));
     } else if (field == kRequestVersion && wire_type == kVarint) {
       if (!r.ReadVarint(&query->version)) return Malformed(kWhat, "bad version");
     } else if (field == kRequestLayers && wire_type == kLengthDelimited) {

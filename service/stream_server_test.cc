@@ -148,20 +148,13 @@ testing::TempDir* StreamServerTest::root_ = nullptr;
 ShardMap* StreamServerTest::map_ = nullptr;
 TableReader* StreamServerTest::table_ = nullptr;
 
-// The table's source checksum, as a worker computes it from its manifest.
-std::string ManifestSourceChecksum(const TableReader& table) {
-  std::vector<std::string> sums;
-  for (const LayerInfo& l : table.manifest().layers) sums.push_back(l.checksum);
-  return SourceChecksum(sums);
-}
-
 TEST_F(StreamServerTest, InfoAdvertisesTheStreamPortAndTheSourceChecksum) {
   auto stub = v1::EngramStore::NewStub(testing::LocalChannel(server_->port()));
   grpc::ClientContext context;
   v1::InfoResponse info;
   ASSERT_TRUE(stub->Info(&context, v1::InfoRequest(), &info).ok());
   EXPECT_EQ(info.stream_port(), static_cast<uint32_t>(server_->stream_port()));
-  EXPECT_EQ(info.source_checksum(), ManifestSourceChecksum(*table_));
+  EXPECT_EQ(info.source_checksum(), table_->manifest().source_checksum());
 }
 
 TEST_F(StreamServerTest, PipelinedLookupsReturnTheTableRowsByRequestId) {
@@ -241,7 +234,7 @@ TEST_F(StreamServerTest, ABadRequestGetsItsStatusAndTheConnectionGoesOn) {
   const wire::LayerRowIds mixed[4] = {{1, {}}, {0, ok}, {0, {}}, {1, {}}};
   grpc::Slice good =
       wire::EncodeLookupRequest(testing::kSmallTableName, testing::kSmallTableVersion, mixed,
-                                ManifestSourceChecksum(*table_));
+                                table_->manifest().source_checksum());
   SendFrame(fd, 5, stream::kLookup,
             std::string(reinterpret_cast<const char*>(good.begin()), good.size()));
   r = ReadReply(fd);
