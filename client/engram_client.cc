@@ -300,6 +300,11 @@ void EngramClient::Impl::Dedup(StepState& st, int layer) {
                 &st.ids[(p * static_cast<size_t>(n_layers) + static_cast<size_t>(layer)) * C],
                 C * sizeof(RowId));
   }
+  DedupIds(ly);
+}
+
+void EngramClient::Impl::DedupIds(StepState::Layer& ly) {
+  const size_t n = ly.layer_ids.size();
   ly.seen.Reset(n);
   ly.unique_rows.clear();
   ly.id_unique.resize(n);

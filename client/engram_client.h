@@ -242,6 +242,19 @@ class EngramClient {
   // sequence unchanged.
   absl::StatusOr<Step> Prefetch(const StepInput& input);
 
+  // Fetches rows by id, for a worker that hashes itself: `ids` are row ids
+  // of `layer`'s table (as the hash writes them, offsets included), in any
+  // number and order. De-duplicates them, routes them and fetches them as a
+  // step's layer (same RPCs, deadlines, fail-over and local cache), then
+  // writes row i of OutputRowBytes(layer, format) bytes at out[i * that].
+  // Blocks until the rows are written or the step deadline passes. Counts
+  // in stats() as ids and unique rows, not as a step.
+  // Errors: InvalidArgument (no such layer, an id outside the layer's
+  // table, out.size() != ids.size() * OutputRowBytes) before any RPC;
+  // otherwise Wait's (UNAVAILABLE / DEADLINE_EXCEEDED naming the shard).
+  absl::Status LookupInto(int layer, std::span<const RowId> ids, RowFormat format,
+                          std::span<uint8_t> out);
+
   ClientStats stats() const;
   // Bytes of rows held by the local cache (0 when off).
   uint64_t local_cache_bytes() const;
@@ -278,6 +291,11 @@ class Step {
   absl::Status Wait(int layer, RowFormat format, std::span<uint8_t> out);
   // Blocks until `layer`'s rows are in (or failed), without copying.
   absl::Status WaitArrived(int layer);
+  // Never blocks: true when WaitArrived(layer) would return at once (the
+  // layer's rows are in, it failed, or the step deadline has passed).
+  // InvalidArgument for no such layer, FailedPrecondition on a moved-from
+  // step.
+  absl::StatusOr<bool> Arrived(int layer);
   // Time from Prefetch to the arrival of `layer`'s last RPC (blocks like
   // WaitArrived; infinite when the layer failed).
   absl::Duration FetchLatency(int layer);

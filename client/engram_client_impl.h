@@ -47,6 +47,8 @@ struct EngramClient::Impl {
   std::unique_ptr<StepState> TakeState();
   void ReturnState(std::unique_ptr<StepState> s);
   void Dedup(StepState& st, int layer);
+  // De-duplicates ly.layer_ids into unique_rows and id_unique.
+  void DedupIds(StepState::Layer& ly);
   // Groups the layer's unique rows by shard (local-cache rows aside).
   void GroupLayer(StepState& st, int layer);
   // Sends layers [first, last]: one Lookup per shard carrying all of them

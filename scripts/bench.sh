@@ -11,6 +11,10 @@
 # minute more). Only a default run (no extra flags) rewrites the docs;
 # BENCH_DOC=1 forces it, BENCH_DOC=0 prevents it.
 #
+# Then, when the engram_store Python module is built, the Python binding's
+# section (python/bench_python.py: decode steps at B = 64 from Python against
+# the same loop in C++; its lines start with "bench-python:"; docs/python.md).
+#
 # engram-bench runs in a process group of its own, with every engram-shard
 # and redis-server it starts; on exit, error or signal the whole group is
 # stopped.
@@ -60,4 +64,12 @@ if [ "$write_doc" = 1 ]; then
   else
     echo "bench: wrote docs/benchmarks.md; no gnuplot, so no docs/bench_batch.png" >&2
   fi
+fi
+
+# The Python binding (docs/python.md, "Benchmark"): prints its own lines.
+if compgen -G "$build/python/engram_store*.so" > /dev/null && [ -x /usr/bin/python3 ]; then
+  /usr/bin/python3 "$here/python/bench_python.py" "$build" ||
+    { echo "bench: python/bench_python.py failed" >&2; exit 1; }
+else
+  echo "bench: no engram_store module in $build/python (pybind11 missing?); Python section skipped" >&2
 fi

@@ -24,6 +24,11 @@ PACKAGES=(
   buildah busybox-static binutils ca-certificates
   # TLS (OpenSSL), and make fuzz (scripts/fuzz.sh): clang with libFuzzer.
   libssl-dev clang libclang-rt-14-dev
+  # The Python module (python/, docs/python.md): pybind11, numpy, and for its
+  # tests and example pytest and PyTorch (CPU); setuptools/wheel/pip build it
+  # offline for `pip install ./python`.
+  pybind11-dev python3-pybind11 python3-numpy python3-torch python3-pytest
+  python3-setuptools python3-wheel python3-pip
 )
 
 missing=()

@@ -474,5 +474,60 @@ TEST(Client, BadInputIsRefusedAndChangesNothing) {
       << small.status();
 }
 
+// LookupInto: rows by global id, in any order and with repeats, equal the
+// table's bytes; the layer's duplicates are fetched once; bad arguments are
+// InvalidArgument before any RPC. Step::Arrived turns true without
+// blocking once the layer's rows are in.
+TEST(ClientLookupInto, RowsByIdEqualTheTableFile) {
+  Deployment d = StartDeployment(34 << 10);
+  auto client = EngramClient::Create(BaseOptions(d.addrs));
+  ASSERT_TRUE(client.ok()) << client.status();
+  EngramClient& c = **client;
+  const TableReader& reader = Cluster::Get().reader();
+  std::mt19937_64 rng(17);
+  for (int layer = 0; layer < c.n_layers(); ++layer) {
+    const uint64_t rows = reader.manifest().layers[layer].rows;
+    std::vector<RowId> ids(500);
+    for (RowId& id : ids) id = rng() % rows;
+    for (size_t i = 0; i < 50; ++i) ids[450 + i] = ids[i];  // repeats
+    const size_t rb = c.OutputRowBytes(layer, RowFormat::kRaw);
+    std::vector<uint8_t> out(ids.size() * rb), want(rb);
+    const ClientStats before = c.stats();
+    ASSERT_TRUE(c.LookupInto(layer, ids, RowFormat::kRaw, out).ok());
+    for (size_t i = 0; i < ids.size(); ++i) {
+      ASSERT_TRUE(reader.ReadRow(layer, ids[i], want.data()).ok());
+      ASSERT_EQ(0, std::memcmp(out.data() + i * rb, want.data(), rb)) << layer << "/" << i;
+    }
+    const ClientStats after = c.stats();
+    EXPECT_EQ(after.ids - before.ids, ids.size());
+    EXPECT_LE(after.unique_rows - before.unique_rows, ids.size() - 50);
+    EXPECT_EQ(after.steps, before.steps);
+  }
+  std::vector<uint8_t> out(c.OutputRowBytes(0, RowFormat::kRaw));
+  const RowId past = reader.manifest().layers[0].rows;
+  EXPECT_EQ(c.LookupInto(0, std::vector<RowId>{past}, RowFormat::kRaw, out).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(c.LookupInto(c.n_layers(), std::vector<RowId>{0}, RowFormat::kRaw, out).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(c.LookupInto(0, std::vector<RowId>{0, 1}, RowFormat::kRaw, out).code(),
+            absl::StatusCode::kInvalidArgument);
+
+  std::unique_ptr<Sequence> seq = c.NewSequence();
+  Sequence* seqs[] = {seq.get()};
+  const std::vector<int64_t> tokens = {3, 1, 4, 1, 5}, starts = {0};
+  StepInput in;
+  in.sequences = seqs;
+  in.start_positions = starts;
+  in.tokens_per_sequence = 5;
+  in.token_ids = tokens;
+  auto step = c.Prefetch(in);
+  ASSERT_TRUE(step.ok()) << step.status();
+  ASSERT_TRUE(step->WaitArrived(0).ok());
+  absl::StatusOr<bool> arrived = step->Arrived(0);
+  ASSERT_TRUE(arrived.ok()) << arrived.status();
+  EXPECT_TRUE(*arrived);
+  EXPECT_EQ(step->Arrived(c.n_layers()).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace engram

@@ -21,6 +21,7 @@ ALLOWED = {
     "common": set(),
     "proto": set(),
     "client": {"common", "proto"},
+    "python": {"client", "common"},
     "shard": {"common"},
     "service": {"shard", "proto", "common"},
     "tools": {"service", "client", "shard", "proto", "common"},
