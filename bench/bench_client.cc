@@ -35,6 +35,7 @@
 #include "bench/bench_client_report.h"
 #include "bench/bench_client_setup.h"
 #include "bench/bench_client_shards.h"
+#include "bench/bench_tiers.h"
 #include "client/engram_client.h"
 #include "common/flags.h"
 #include "common/status_macros.h"
@@ -48,10 +49,12 @@ ABSL_FLAG(std::string, trace, "", "token trace (default: real text, see bench_cl
 ABSL_FLAG(std::string, token_map, "", "token map for a --trace (default: none)");
 ABSL_FLAG(int64_t, vocab, 20000, "engram_vocab_size of the v41 table");
 ABSL_FLAG(std::string, shards, "1,2,3", "shard counts to run");
-ABSL_FLAG(double, hot_pct, 10, "hot tier of each shard, percent of its rows' bytes");
-ABSL_FLAG(std::string, tail_format, "cuckoo",
-          "engramctl import --tail-format of the shards: cuckoo (this table's tail sits in "
-          "the page cache) or block");
+ABSL_FLAG(double, hot_pct, 100,
+          "each shard's --ram-budget, percent of the budget that holds it whole (engramctl "
+          "footprint's whole_shard_budget; 100 = every row in RAM)");
+ABSL_FLAG(std::string, tail_format, "block",
+          "engramctl import --tail-format of the shards: block (the tail read with O_DIRECT) "
+          "or cuckoo (needs --hot-pct 100: its tail would be read through the page cache)");
 ABSL_FLAG(std::string, local_cache_pcts, "1,5", "worker-side cache sizes, percent of the table");
 // Library defaults where a flag stands for an option (ClientOptions,
 // InferenceLoopOptions, ShardServerOptions); the benchmark's own choices are
@@ -74,10 +77,7 @@ ABSL_FLAG(bool, shards_skip_worker_cache, true,
           "--worker-cache-bytes) so their hot tiers pin the rows after it");
 ABSL_FLAG(int32_t, hot_cache_share, -1,
           "the shards' --hot-cache-share: percent of the hot tier kept for the admission "
-          "cache (-1 = the server's default: 0 with a mapped cuckoo tail, else 20)");
-ABSL_FLAG(bool, map_tail, true,
-          "the shards read a cuckoo tail from its mapped table files (false: "
-          "engram-shard --map-cuckoo-tail=false, RocksDB MultiGet)");
+          "cache (-1 = the server's default, 20)");
 ABSL_FLAG(int32_t, shard_reader_threads, 0, "engram-shard --reader-threads (0 = its default)");
 ABSL_FLAG(std::string, format, "bf16", "how the loop gathers rows: bf16, f32 or raw");
 ABSL_FLAG(int32_t, channels_per_replica, kClientDefaults.channels_per_replica,
@@ -92,6 +92,15 @@ ABSL_FLAG(bool, http2_bdp_probe, false,
 ABSL_FLAG(bool, realtime_loop, true,
           "run the loop thread under SCHED_FIFO so the simulated compute ends on time");
 ABSL_FLAG(std::string, shard_binary, "", "engram-shard (default: next to this binary)");
+ABSL_FLAG(bool, table_over_ram, false,
+          "instead of the runs above: the table several times the shards' memory, each shard "
+          "in a memory cgroup, per --tiers-budget-pcts (bench/bench_tiers.h)");
+ABSL_FLAG(int64_t, tiers_vocab, 110000, "--table-over-ram: engram_vocab_size of its v41 table");
+ABSL_FLAG(std::string, tiers_budget_pcts, "5,10,25,50",
+          "--table-over-ram: budgets, percent of the budget that holds a shard whole");
+ABSL_FLAG(int32_t, tiers_steps, 300, "--table-over-ram: decode steps per run");
+ABSL_FLAG(int32_t, tiers_overhead_mb, 64,
+          "--table-over-ram: MiB added to each shard's budget for its cgroup's limit");
 
 namespace engram::bench {
 namespace {
@@ -151,7 +160,6 @@ absl::StatusOr<RunOutcome> RunOne(const Env& env, const RunSpec& spec) {
   d.log_dir = env.log_dir;
   d.reader_threads = absl::GetFlag(FLAGS_shard_reader_threads);
   d.hot_cache_share = absl::GetFlag(FLAGS_hot_cache_share);
-  d.map_tail = absl::GetFlag(FLAGS_map_tail);
   const uint64_t local_cache_bytes =
       static_cast<uint64_t>(spec.local_cache_pct / 100.0 * static_cast<double>(env.table_bytes));
   if (absl::GetFlag(FLAGS_shards_skip_worker_cache)) d.worker_cache_bytes = local_cache_bytes;
@@ -292,8 +300,44 @@ absl::StatusOr<std::vector<RunSpec>> Plan() {
   return plan;
 }
 
+int RunTiers() {
+  absl::SetFlag(&FLAGS_vocab, absl::GetFlag(FLAGS_tiers_vocab));
+  absl::StatusOr<std::vector<double>> pcts =
+      ParseList("tiers_budget_pcts", absl::GetFlag(FLAGS_tiers_budget_pcts));
+  if (!pcts.ok()) return Fail(std::string(pcts.status().message()));
+  absl::StatusOr<std::vector<double>> block_us =
+      ParseList("block_us", absl::GetFlag(FLAGS_block_us));
+  if (!block_us.ok()) return Fail(std::string(block_us.status().message()));
+  absl::StatusOr<Env> env = MakeEnv();
+  if (!env.ok()) return Fail(std::string(env.status().message()));
+  TiersOptions o;
+  o.workload = env->workload;
+  o.trace = &env->trace;
+  o.table = env->table.get();
+  o.shard_binary = env->shard_binary;
+  o.log_dir = env->log_dir;
+  o.budget_pcts = *pcts;
+  o.block_times.clear();
+  for (double us : *block_us) {
+    if (us > 0) o.block_times.push_back(absl::Microseconds(us));
+  }
+  o.decode_steps = absl::GetFlag(FLAGS_tiers_steps);
+  o.batch = absl::GetFlag(FLAGS_batch);
+  o.blocks = absl::GetFlag(FLAGS_blocks);
+  o.format = env->format;
+  o.realtime = absl::GetFlag(FLAGS_realtime_loop);
+  o.overhead_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_tiers_overhead_mb)) << 20;
+  if (absl::GetFlag(FLAGS_shard_reader_threads) > 0) {
+    o.reader_threads = absl::GetFlag(FLAGS_shard_reader_threads);
+  }
+  const absl::Status s = RunTableOverRam(o);
+  if (!s.ok()) return Fail(absl::StrCat("table-over-ram: ", s.message()));
+  return 0;
+}
+
 int Run() {
   testing::InstallChildCleanup();
+  if (absl::GetFlag(FLAGS_table_over_ram)) return RunTiers();
   absl::StatusOr<std::vector<RunSpec>> plan = Plan();
   if (!plan.ok()) return Fail(std::string(plan.status().message()));
   absl::StatusOr<Env> env = MakeEnv();
@@ -320,16 +364,13 @@ int Run() {
   report.table_bytes = env->table_bytes;
   report.vocab = absl::GetFlag(FLAGS_vocab);
   report.hot_pct = absl::GetFlag(FLAGS_hot_pct);
-  const bool mapped = env->tail_format == TailFormat::kCuckoo && absl::GetFlag(FLAGS_map_tail);
   report.tail_format = absl::StrCat(TailFormatName(env->tail_format), " tail",
-                                    env->tail_format != TailFormat::kCuckoo ? ""
-                                    : mapped ? " (read from its mapped files)"
-                                             : " (read by RocksDB MultiGet)");
+                                    env->tail_format == TailFormat::kBlock ? " (O_DIRECT)" : "");
   report.http2_bdp_probe = absl::GetFlag(FLAGS_http2_bdp_probe);
   report.transport = absl::GetFlag(FLAGS_transport);
   report.hot_cache_share = absl::GetFlag(FLAGS_hot_cache_share) >= 0
                                ? absl::GetFlag(FLAGS_hot_cache_share)
-                               : static_cast<int>(DefaultCacheSharePercent(mapped));
+                               : static_cast<int>(kHotTierCacheSharePercent);
   report.layer_blocks = env->table->manifest().layout.engram_layer_ids;
   report.blocks = absl::GetFlag(FLAGS_blocks);
   report.batch = absl::GetFlag(FLAGS_batch);

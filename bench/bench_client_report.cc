@@ -99,10 +99,17 @@ void PrintReport(const ReportSetup& setup, const std::vector<RunOutcome>& runs) 
               static_cast<long long>(setup.vocab),
               static_cast<unsigned long long>(setup.table_rows),
               static_cast<double>(setup.table_bytes) / 1e6);
-  std::printf(
-      "%-14s hot tier %.0f%% of each shard's rows (%d%% pinned from the profile), "
-      "%s, restarted per run\n",
-      "shards", setup.hot_pct, 100 - setup.hot_cache_share, setup.tail_format.c_str());
+  if (setup.hot_pct >= 100) {
+    std::printf(
+        "%-14s --ram-budget holds each shard whole (every row pinned), %s, restarted "
+        "per run\n",
+        "shards", setup.tail_format.c_str());
+  } else {
+    std::printf(
+        "%-14s --ram-budget %.0f%% of what holds each shard whole (%d%% of its hot tier pinned "
+        "from the profile), %s, restarted per run\n",
+        "shards", setup.hot_pct, 100 - setup.hot_cache_share, setup.tail_format.c_str());
+  }
   if (setup.transport == "grpc") {
     std::printf("%-14s gRPC (--transport), HTTP/2 bandwidth probing %s\n", "client",
                 setup.http2_bdp_probe ? "on" : "off (a fixed 16 MiB window; --http2_bdp_probe)");

@@ -8,36 +8,22 @@
 #include "common/metrics/scrape.h"
 #include "common/shard_map.h"
 #include "common/status_macros.h"
-#include "shard/shard_format.h"
+#include "shard/footprint.h"
 
 namespace engram::bench {
-namespace {
-
-// Bytes of the rows shard `dir` holds, counted as the hot tier counts them
-// (every row at the largest row size of the table).
-absl::StatusOr<uint64_t> ShardRowBytes(const std::string& dir, ShardMap* map_out) {
-  ASSIGN_OR_RETURN(ShardMap map, ShardMap::Load(dir + "/shard_map.json"));
-  ASSIGN_OR_RETURN(ShardInfo info, ShardInfo::Load(absl::StrCat(dir, "/", kShardInfoFile)));
-  const uint32_t stride = *std::max_element(map.row_bytes.begin(), map.row_bytes.end());
-  uint64_t rows = 0;
-  for (uint32_t l = 0; l < map.layer_rows.size(); ++l) {
-    rows += map.RowsOnShard(l, info.shard_index);
-  }
-  *map_out = std::move(map);
-  return rows * stride;
-}
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<Deployment>> Deployment::Start(const Options& o) {
   std::unique_ptr<Deployment> d(new Deployment());
   for (size_t i = 0; i < o.shard_dirs.size(); ++i) {
     const std::string& dir = o.shard_dirs[i];
-    ShardMap map;
-    absl::StatusOr<uint64_t> bytes = ShardRowBytes(dir, &map);
-    if (!bytes.ok()) return bytes.status();
+    ASSIGN_OR_RETURN(ShardFootprint f, MeasureShardFootprint(dir, o.direct_io));
+    // At least the fixed bytes (a smaller budget is refused).
     const uint64_t budget =
-        static_cast<uint64_t>(std::llround(o.hot_share * static_cast<double>(*bytes)));
+        o.hot_share <= 0
+            ? 0
+            : std::max(f.fixed_bytes,
+                       static_cast<uint64_t>(std::llround(
+                           o.hot_share * static_cast<double>(f.whole_shard_budget()))));
     testing::ShardProcess::Options po;
     po.binary = o.binary;
     po.db_dir = dir;
@@ -45,8 +31,7 @@ absl::StatusOr<std::unique_ptr<Deployment>> Deployment::Start(const Options& o) 
     if (o.reader_threads > 0) {
       po.flags.insert(po.flags.end(), {"--reader-threads", absl::StrCat(o.reader_threads)});
     }
-    if (o.direct_io) po.flags.push_back("--direct-io");
-    if (!o.map_tail) po.flags.push_back("--map-cuckoo-tail=false");
+    if (!o.direct_io) po.flags.push_back("--direct-io=false");
     if (o.hot_cache_share >= 0) {
       po.flags.insert(po.flags.end(), {"--hot-cache-share", absl::StrCat(o.hot_cache_share)});
     }
@@ -55,10 +40,14 @@ absl::StatusOr<std::unique_ptr<Deployment>> Deployment::Start(const Options& o) 
     }
     po.flags.insert(po.flags.end(), o.extra_flags.begin(), o.extra_flags.end());
     po.stderr_path = absl::StrCat(o.log_dir, "/shard-", i, "-of-", o.shard_dirs.size(), ".err");
+    if (i < o.cgroups.size() && o.cgroups[i] != nullptr) {
+      po.cgroup_procs_fd = o.cgroups[i]->procs_fd();
+    }
     ASSIGN_OR_RETURN(std::unique_ptr<testing::ShardProcess> p, testing::ShardProcess::Start(po));
     d->shards_.push_back(std::move(p));
     d->hot_profiles_.push_back(absl::StrCat(dir, "/", kHotProfileFile));
     d->hot_bytes_ += budget;
+    d->footprints_.push_back(f);
   }
   if (!o.shard_dirs.empty()) d->shard_map_path_ = o.shard_dirs[0] + "/shard_map.json";
   return d;
@@ -96,14 +85,28 @@ double Deployment::cpu_seconds() const {
   return sum;
 }
 
-absl::StatusOr<TierRows> Deployment::Tiers() const {
-  TierRows t;
+absl::StatusOr<std::vector<Deployment::ShardCounters>> Deployment::Counters() const {
+  std::vector<ShardCounters> out;
   for (const auto& s : shards_) {
     ASSIGN_OR_RETURN(metrics::HttpResponse r, metrics::HttpGet(s->metrics_port(), "/metrics"));
     const std::vector<metrics::Sample> samples = metrics::ParseSamples(r.body);
-    t.pinned += metrics::SumSamples(samples, "engram_shard_rows_total", {{"tier", "pinned"}});
-    t.cached += metrics::SumSamples(samples, "engram_shard_rows_total", {{"tier", "cached"}});
-    t.disk += metrics::SumSamples(samples, "engram_shard_rows_total", {{"tier", "disk"}});
+    ShardCounters c;
+    c.rows.pinned = metrics::SumSamples(samples, "engram_shard_rows_total", {{"tier", "pinned"}});
+    c.rows.cached = metrics::SumSamples(samples, "engram_shard_rows_total", {{"tier", "cached"}});
+    c.rows.disk = metrics::SumSamples(samples, "engram_shard_rows_total", {{"tier", "disk"}});
+    c.file_reads = metrics::SumSamples(samples, "engram_shard_rocksdb_file_reads", {});
+    out.push_back(c);
+  }
+  return out;
+}
+
+absl::StatusOr<TierRows> Deployment::Tiers() const {
+  ASSIGN_OR_RETURN(std::vector<ShardCounters> shards, Counters());
+  TierRows t;
+  for (const ShardCounters& c : shards) {
+    t.pinned += c.rows.pinned;
+    t.cached += c.rows.cached;
+    t.disk += c.rows.disk;
   }
   return t;
 }

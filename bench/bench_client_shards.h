@@ -14,7 +14,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "bench/cgroup.h"
 #include "service/testing/shard_process.h"
+#include "shard/footprint.h"
 
 namespace engram::bench {
 
@@ -32,16 +34,20 @@ struct TierRows {
 class Deployment {
  public:
   struct Options {
-    std::string binary;                    // engram-shard. REQUIRED.
-    std::vector<std::string> shard_dirs;   // shard i first. REQUIRED.
-    double hot_share = 0.10;               // --ram-budget / shard row bytes
-    bool direct_io = false;                // every process with --direct-io
+    std::string binary;                   // engram-shard. REQUIRED.
+    std::vector<std::string> shard_dirs;  // shard i first. REQUIRED.
+    // --ram-budget: this share of the budget that holds the shard whole
+    // (ShardFootprint::whole_shard_budget; 1 = every row pinned, 0 = no
+    // budget), and at least its fixed bytes.
+    double hot_share = 0.10;
+    bool direct_io = true;                 // false: every process with --direct-io=false
     int reader_threads = 0;                // per shard; 0 = the server's default
     uint64_t worker_cache_bytes = 0;       // every process's --worker-cache-bytes
     int hot_cache_share = -1;              // every process's --hot-cache-share; -1 = default
-    bool map_tail = true;                  // false: every process with --map-cuckoo-tail=false
     std::string log_dir;                   // shard-I.err files. REQUIRED.
     std::vector<std::string> extra_flags;  // appended to every process's flags
+    // When given, shard i starts inside memory cgroup cgroups[i] (not owned).
+    std::vector<const MemoryCgroup*> cgroups;
   };
   static absl::StatusOr<std::unique_ptr<Deployment>> Start(const Options& options);
 
@@ -51,8 +57,10 @@ class Deployment {
   // Each shard's hot-row profile (for the client's local cache).
   const std::vector<std::string>& hot_profiles() const { return hot_profiles_; }
   const std::string& shard_map_path() const { return shard_map_path_; }
-  // Sum of the hot-tier budgets, bytes.
+  // Sum of the shards' --ram-budget, bytes.
   uint64_t hot_bytes() const { return hot_bytes_; }
+  // Each shard's footprint, measured before it started, shard 0 first.
+  const std::vector<ShardFootprint>& footprints() const { return footprints_; }
   std::vector<pid_t> pids() const;
   // Each shard's /metrics port, shard 0 first.
   std::vector<int> metrics_ports() const;
@@ -60,6 +68,13 @@ class Deployment {
   std::vector<int> stream_ports() const;
   double cpu_seconds() const;  // all shard processes
   absl::StatusOr<TierRows> Tiers() const;
+  // Per shard, shard 0 first: rows served by tier, and RocksDB's SST reads
+  // (engram_shard_rocksdb_file_reads), since the shard started.
+  struct ShardCounters {
+    TierRows rows;
+    double file_reads = 0;
+  };
+  absl::StatusOr<std::vector<ShardCounters>> Counters() const;
 
  private:
   Deployment() = default;
@@ -67,6 +82,7 @@ class Deployment {
   std::vector<std::string> hot_profiles_;
   std::string shard_map_path_;
   uint64_t hot_bytes_ = 0;
+  std::vector<ShardFootprint> footprints_;
 };
 
 }  // namespace engram::bench

@@ -23,7 +23,12 @@ class KeySlotIndex {
 
   // Room for max_keys keys at load <= 0.5.
   explicit KeySlotIndex(uint64_t max_keys = 0)
-      : entries_(std::bit_ceil(std::max<uint64_t>(2 * max_keys, 2))), mask_(entries_.size() - 1) {}
+      : entries_(CapacityFor(max_keys)), mask_(entries_.size() - 1) {}
+
+  // memory_bytes() of an index made for max_keys keys.
+  static uint64_t MemoryBytesFor(uint64_t max_keys) {
+    return CapacityFor(max_keys) * sizeof(Entry);
+  }
 
   // The key's slot, or kNoSlot.
   uint32_t Find(uint64_t key) const {
@@ -122,6 +127,9 @@ class KeySlotIndex {
 #pragma pack(pop)
   static_assert(sizeof(Entry) == 12);
 
+  static uint64_t CapacityFor(uint64_t max_keys) {
+    return std::bit_ceil(std::max<uint64_t>(2 * max_keys, 2));
+  }
   uint64_t Home(uint64_t key) const { return Mix(key) & mask_; }
 
   std::vector<Entry> entries_;

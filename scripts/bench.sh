@@ -11,6 +11,12 @@
 # minute more). Only a default run (no extra flags) rewrites the docs;
 # BENCH_DOC=1 forces it, BENCH_DOC=0 prevents it.
 #
+# Then tables larger than RAM (engram-bench-client --table-over-ram: 3
+# shards in memory cgroups, budgets of 5, 10, 25 and 50% of a shard, the
+# tail read from disk; its last lines start with "bench-tiers:";
+# docs/benchmarks.md, "Tables larger than RAM"; about 3 minutes, the first
+# run also builds its 1.4 GB table). BENCH_TIERS=0 skips it.
+#
 # Then, when the engram_store Python module is built, the Python binding's
 # section (python/bench_python.py: decode steps at B = 64 from Python against
 # the same loop in C++; its lines start with "bench-python:"; docs/python.md).
@@ -64,6 +70,13 @@ if [ "$write_doc" = 1 ]; then
   else
     echo "bench: wrote docs/benchmarks.md; no gnuplot, so no docs/bench_batch.png" >&2
   fi
+fi
+
+# Tables larger than RAM: needs root for the memory cgroups.
+if [ "${BENCH_TIERS:-1}" != 0 ]; then
+  "$build/bin/engram-bench-client" --table-over-ram |
+    tee "$work/last-tiers.txt" ||
+    { echo "bench: engram-bench-client --table-over-ram failed" >&2; exit 1; }
 fi
 
 # The Python binding (docs/python.md, "Benchmark"): prints its own lines.

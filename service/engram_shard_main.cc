@@ -80,13 +80,10 @@ ABSL_FLAG(int32_t, stream_advertise_port, kDefaults.stream_advertise_port,
           "the row stream port Info advertises, behind a port mapping (0 = the bound one)");
 ABSL_FLAG(int32_t, hot_cache_share, kDefaults.hot_cache_share_percent,
           "with a hot-row profile, percent of --ram-budget kept for the admission cache "
-          "(the rest is pinned from the profile; 0 = all pinned; -1 = 0 with a mapped "
-          "cuckoo tail, else 20)");
-ABSL_FLAG(bool, map_cuckoo_tail, kDefaults.map_cuckoo_tail,
-          "read a cuckoo tail straight from its memory-mapped table files instead of "
-          "through RocksDB MultiGet");
+          "(the rest is pinned from the profile; 0 = all pinned; -1 = 20)");
 ABSL_FLAG(std::string, ram_budget, absl::StrCat(kDefaults.ram_budget_bytes),
-          "RAM for the hot tier in bytes; suffixes K, M, G, T (binary)");
+          "the shard's RAM for its table in bytes: RocksDB's index, then the hot tier "
+          "(0 = no hot tier); suffixes K, M, G, T (binary)");
 ABSL_FLAG(std::string, worker_cache_bytes, absl::StrCat(kDefaults.worker_cache_bytes),
           "RAM the workers' local caches hold for the whole table (their "
           "local_cache_bytes): those hottest rows are not pinned here; suffixes K, M, G, T");
@@ -99,7 +96,9 @@ ABSL_FLAG(int32_t, reader_threads, kDefaults.reader_threads, "RocksDB reader thr
 ABSL_FLAG(int32_t, gather_threads, kDefaults.gather_threads,
           "helper threads copying shares of a large request's hot rows (0 = none, "
           "-1 = one on machines with more than 2 cores)");
-ABSL_FLAG(bool, direct_io, kDefaults.direct_io, "read SST files with O_DIRECT");
+ABSL_FLAG(bool, direct_io, kDefaults.direct_io,
+          "read a block tail with O_DIRECT (no page cache outside --ram-budget); false = "
+          "through the page cache");
 ABSL_FLAG(uint32_t, max_rows_per_request, kDefaults.max_rows_per_request,
           "Lookups with more row ids fail with RESOURCE_EXHAUSTED");
 ABSL_FLAG(absl::Duration, drain_timeout, kDefaults.drain_timeout,
@@ -191,7 +190,6 @@ int main(int argc, char** argv) {
   options.reader_threads = absl::GetFlag(FLAGS_reader_threads);
   options.gather_threads = absl::GetFlag(FLAGS_gather_threads);
   options.direct_io = absl::GetFlag(FLAGS_direct_io);
-  options.map_cuckoo_tail = absl::GetFlag(FLAGS_map_cuckoo_tail);
   options.max_rows_per_request = absl::GetFlag(FLAGS_max_rows_per_request);
   options.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
   options.max_inflight_requests = absl::GetFlag(FLAGS_max_inflight_requests);

@@ -31,6 +31,7 @@
 #include "service/shard_metrics.h"
 #include "service/store_service.h"
 #include "service/stream_server.h"
+#include "shard/footprint.h"
 #include "shard/hot_tier.h"
 #include "shard/row_store.h"
 #include "shard/shard_format.h"
@@ -252,20 +253,55 @@ absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::Start(const ShardServe
   return server;
 }
 
+namespace {
+
+// The hot tier's share of ShardServerOptions::ram_budget_bytes: what is
+// left after the store's fixed bytes. A budget below those, or one that
+// leaves a cuckoo tail (page-cache reads) to be read under direct_io, is
+// refused with one line saying what to do.
+absl::StatusOr<uint64_t> TierBudget(const ShardServerOptions& options, const std::string& dir,
+                                    const RowStore& store, bool cuckoo) {
+  const uint64_t budget = options.ram_budget_bytes;
+  if (budget == 0) return 0;
+  const ShardFootprint footprint = FootprintOf(store);
+  const uint64_t fixed = footprint.fixed_bytes;
+  if (budget < fixed) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--ram-budget ", budget, " is below shard directory ", dir, "'s fixed overhead of ", fixed,
+        " bytes (RocksDB's index of its table files): raise it to at least ", fixed));
+  }
+  const uint64_t tier = budget - fixed;
+  if (cuckoo && options.direct_io && budget < footprint.whole_shard_budget()) {
+    const uint64_t whole = footprint.whole_shard_budget();
+    return absl::FailedPreconditionError(absl::StrCat(
+        "shard directory ", dir, " holds a cuckoo tail, which is read through the page cache, ",
+        "outside --ram-budget ", budget, ": raise --ram-budget to at least ", whole,
+        " to hold the whole shard, re-import it with --tail-format block (read with O_DIRECT), ",
+        "or pass --direct-io=false to let the page cache hold the tail"));
+  }
+  return tier;
+}
+
+}  // namespace
+
 absl::StatusOr<std::shared_ptr<ServingTable>> ShardServer::OpenTable(
     const ShardServerOptions& options, const std::string& dir, bool initial) {
+  // A cuckoo tail can only be read through mmap; RowStore::Open reports
+  // an unreadable shard.json itself.
+  absl::StatusOr<ShardInfo> info = ShardInfo::Load(absl::StrCat(dir, "/", kShardInfoFile));
+  const bool cuckoo = info.ok() && info->tail_format == TailFormat::kCuckoo;
   RowStoreOptions store_options;
-  store_options.direct_io = options.direct_io;
+  store_options.direct_io = options.direct_io && !cuckoo;
   store_options.reader_threads = options.reader_threads;
-  store_options.map_cuckoo_tail = options.map_cuckoo_tail;
   auto store = RowStore::Open(dir, store_options);
   if (!store.ok()) {
     // Most of RowStore's errors name the directory already.
     if (absl::StrContains(store.status().message(), dir)) return store.status();
     return Annotate(store.status(), absl::StrCat("shard directory ", dir, ": "));
   }
+  ASSIGN_OR_RETURN(const uint64_t tier_budget, TierBudget(options, dir, **store, cuckoo));
   HotTierOptions tier_options;
-  tier_options.budget_bytes = options.ram_budget_bytes;
+  tier_options.budget_bytes = tier_budget;
   // An explicit profile is the first version's; others use their own.
   if (initial) tier_options.profile_path = options.hot_profile_path;
   tier_options.scrub.pinned_bytes_per_second = options.scrub_pinned_bytes_per_second;
@@ -273,7 +309,7 @@ absl::StatusOr<std::shared_ptr<ServingTable>> ShardServer::OpenTable(
   tier_options.scrub.report = [](const std::string& line) { LogLine('E', line); };
   tier_options.cache_share_percent = options.hot_cache_share_percent >= 0
                                          ? static_cast<uint32_t>(options.hot_cache_share_percent)
-                                         : DefaultCacheSharePercent((*store)->tail_mapped());
+                                         : kHotTierCacheSharePercent;
   // Rows are spread evenly over the shards (row % n_shards), so this
   // shard's share of the workers' cache is its profile's head.
   tier_options.skip_profile_bytes =
@@ -306,7 +342,7 @@ void ShardServer::StartMetrics(const ServingTable& table) {
         resident.rocksdb_index = static_cast<uint64_t>(value);
     }
     ReadProcessResident(&resident.process_anon, &resident.process_file);
-    metrics_->SetResident(resident, t->tier().budget_bytes());
+    metrics_->SetResident(resident, options_.ram_budget_bytes);
     metrics_->SetStoreStats(store_stats);
     metrics_->SetStoreStats(t->tier().Stats());  // scrub and damaged-row counts
   });

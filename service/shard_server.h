@@ -95,9 +95,13 @@ struct ShardServerOptions {
   // RPCs. Empty = none. Health and reflection (schemas, no data) stay open.
   std::string auth_token_file;
   std::string admin_token_file;
-  // RAM for rows (hot tier: pinned rows + admission cache). 0 = none, every
-  // row is read from RocksDB. At or above the shard's size, every row is
-  // pinned.
+  // The shard's memory for its table: RocksDB's index of the table files
+  // (fixed once open) and, with the rest, the hot tier (pinned rows, their
+  // checksums and index, the admission cache). Tail reads leave nothing in
+  // the page cache (direct_io), so this bounds what the table holds
+  // resident. A budget below the fixed part is refused at start; one that
+  // holds the whole shard pins every row (no tail reads). 0 = no budget:
+  // no hot tier, every row read through RocksDB.
   uint64_t ram_budget_bytes = 0;
   // Hot-row profile that decides which rows are pinned; empty = the shard
   // directory's hot_profile.bin when it exists.
@@ -109,13 +113,8 @@ struct ShardServerOptions {
   uint64_t worker_cache_bytes = 0;
   // With a hot-row profile, the share of ram_budget_bytes (percent, 0-100)
   // kept for the admission cache; the rest is pinned from the profile
-  // (HotTierOptions::cache_share_percent). -1 = DefaultCacheSharePercent:
-  // 0 when the tail is mapped (map_cuckoo_tail), else
-  // kHotTierCacheSharePercent.
+  // (HotTierOptions::cache_share_percent). -1 = kHotTierCacheSharePercent.
   int hot_cache_share_percent = -1;
-  // Read a cuckoo tail straight from its mapped table files
-  // (RowStoreOptions::map_cuckoo_tail).
-  bool map_cuckoo_tail = true;
   // Upper bound on the threads gRPC creates for the synchronous services
   // (reflection) via ResourceQuota / SyncServerOption. Callback handlers,
   // Lookup included, run on gRPC's own callback pool, whose size gRPC 1.51
@@ -127,8 +126,12 @@ struct ShardServerOptions {
   // off. Failures are logged and counted (engram_shard_scrub_*).
   uint64_t scrub_pinned_bytes_per_second = uint64_t{16} << 20;
   uint64_t scrub_disk_bytes_per_second = uint64_t{1} << 20;
-  // Read SST files with O_DIRECT (RowStoreOptions::direct_io).
-  bool direct_io = false;
+  // Read a block tail's SST files with O_DIRECT (RowStoreOptions::direct_io),
+  // so tail reads leave no page cache behind. A cuckoo tail is read through
+  // mmap only: with direct_io, a cuckoo shard whose budget does not hold it
+  // whole is refused at start. false = reads through the page cache, which
+  // ram_budget_bytes does not bound.
+  bool direct_io = true;
   // Threads issuing RocksDB MultiGets for hot-tier misses.
   int reader_threads = 32;
   // Helper threads that copy shares of a large request's hot rows while the

@@ -21,6 +21,7 @@
 #include "proto/wire.h"
 #include "service/testing/pending_lookups.h"
 #include "service/testing/server_test_util.h"
+#include "shard/footprint.h"
 #include "shard/importer.h"
 
 namespace engram {
@@ -59,6 +60,14 @@ class ShardServerTest : public ::testing::Test {
       bytes += map_->RowsOnShard(l, shard) * map_->row_bytes[l];
     }
     return bytes;
+  }
+
+  // The --ram-budget that holds the shard whole (RocksDB's index, then
+  // every row pinned).
+  static uint64_t WholeBudget(uint32_t shard) {
+    absl::StatusOr<ShardFootprint> f = MeasureShardFootprint(ShardDir(shard), true);
+    EXPECT_TRUE(f.ok()) << f.status();
+    return f.ok() ? f->whole_shard_budget() : 0;
   }
 
   static std::unique_ptr<ShardServer> Start(ShardServerOptions options) {
@@ -148,7 +157,8 @@ TEST_F(ShardServerTest, ServesExactBytesAtEveryBudget) {
   for (uint32_t shard = 0; shard < kShards; ++shard) {
     for (int percent : {0, 10, 100}) {
       SCOPED_TRACE(absl::StrCat("shard ", shard, ", budget ", percent, "%"));
-      const uint64_t budget = ShardBytes(shard) * percent / 100;
+      const uint64_t budget =
+          percent == 100 ? WholeBudget(shard) : ShardBytes(shard) * percent / 100;
       auto server = Start(shard, budget);
       ASSERT_NE(server, nullptr);
       EXPECT_EQ(server->shard_index(), shard);
@@ -193,7 +203,7 @@ TEST_F(ShardServerTest, LargeRequestsGatheredInSharesAreExact) {
 }
 
 TEST_F(ShardServerTest, InfoDescribesTheShard) {
-  auto server = Start(1, ShardBytes(1));
+  auto server = Start(1, WholeBudget(1));
   ASSERT_NE(server, nullptr);
   auto stub = v1::EngramStore::NewStub(testing::LocalChannel(server->port()));
   grpc::ClientContext context;
@@ -382,7 +392,7 @@ TEST_F(ShardServerTest, ConcurrentClientsGetExactBytes) {
 }
 
 TEST_F(ShardServerTest, MetricsCountRowsByTier) {
-  auto server = Start(0, ShardBytes(0));  // everything pinned
+  auto server = Start(0, WholeBudget(0));  // everything pinned
   ASSERT_NE(server, nullptr);
   std::mt19937_64 rng(1);
   const std::vector<uint64_t> ids = RandomOwnedIds(*map_, 1, 0, 123, rng);
@@ -403,60 +413,100 @@ TEST_F(ShardServerTest, MetricsCountRowsByTier) {
   EXPECT_NE(page->find("engram_shard_rocksdb_"), std::string::npos);
 }
 
-// A cuckoo tail is read from its mapped table files, and by default (an
-// automatic --hot-cache-share) the whole hot tier is pinned from the profile:
-// rows are exact, the metrics say how the tail is read, and nothing is
-// admitted. With the share given (20%), the admission cache is back.
-TEST_F(ShardServerTest, MappedCuckooTailPinsTheWholeHotTier) {
-  const std::string dir = root_->path() + "/cuckoo-shard-1";
-  const std::string trace = root_->path() + "/cuckoo-profile.trace";
-  {
-    std::ofstream out(trace);
-    std::mt19937_64 rng(3);
-    for (int seq = 0; seq < 20; ++seq) {
-      for (int t = 0; t < 64; ++t) out << rng() % testing::kSmallVocab << ' ';
-      out << '\n';
-    }
+// The budget is the shard's memory: RocksDB's index first, the hot tier
+// the rest. A budget below the index is refused with one line; one above it
+// leaves the tier budget minus the index, and the metrics say so.
+TEST_F(ShardServerTest, RamBudgetChargesTheStoreIndexFirst) {
+  auto probe = Start(1, 0);
+  ASSERT_NE(probe, nullptr);
+  auto page = testing::HttpGet(probe->metrics_port(), "/metrics");
+  ASSERT_TRUE(page.ok()) << page.status();
+  const std::optional<double> index =
+      testing::MetricValue(*page, "engram_shard_resident_bytes{kind=\"rocksdb_index\"}");
+  ASSERT_TRUE(index.has_value());
+  ASSERT_GT(*index, 0);
+  probe.reset();
+
+  ShardServerOptions options;
+  options.listen = "127.0.0.1:0";
+  options.db_dir = ShardDir(1);
+  options.ram_budget_bytes = static_cast<uint64_t>(*index) - 1;
+  auto refused = ShardServer::Start(options);
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "raise it to at least"))
+      << refused.status();
+  EXPECT_EQ(refused.status().message().find('\n'), std::string::npos);
+
+  options.ram_budget_bytes = static_cast<uint64_t>(*index) + ShardBytes(1) / 10;
+  options.metrics_port = 0;
+  auto server = Start(options);
+  ASSERT_NE(server, nullptr);
+  std::mt19937_64 rng(8);
+  ExpectLookup(server->port(), {0, 1},
+               {RandomOwnedIds(*map_, 0, 1, 400, rng), RandomOwnedIds(*map_, 1, 1, 400, rng)});
+  page = testing::HttpGet(server->metrics_port(), "/metrics");
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_EQ(testing::MetricValue(*page, "engram_shard_ram_budget_bytes"),
+            static_cast<double>(options.ram_budget_bytes));
+  double table_bytes = 0;
+  for (const char* kind : {"pinned_rows", "cached_rows", "hot_index", "rocksdb_index"}) {
+    table_bytes += *testing::MetricValue(
+        *page, absl::StrCat("engram_shard_resident_bytes{kind=\"", kind, "\"}"));
   }
+  EXPECT_LE(table_bytes, static_cast<double>(options.ram_budget_bytes));
+  EXPECT_GT(*testing::MetricValue(*page, "engram_shard_rows_total{layer=\"0\",tier=\"disk\"}"), 0);
+}
+
+// A cuckoo tail is read through mmap, so through the page cache: with a
+// budget that does not hold the whole shard it is refused at start, saying
+// what to do; with --direct-io=false the operator accepts the page cache;
+// with a whole-shard budget every row is pinned and the tail is never read.
+TEST_F(ShardServerTest, CuckooTailNeedsAWholeShardBudget) {
+  const std::string dir = root_->path() + "/cuckoo-shard-1";
   ImportOptions import;
   import.table_dir = root_->path() + "/table";
   import.n_shards = kShards;
   import.shard_index = 1;
   import.out_dir = dir;
-  import.profile_trace = trace;
   import.tail_format = TailFormat::kCuckoo;
   ASSERT_TRUE(ImportShard(import, nullptr).ok());
+  ShardServerOptions options;
+  options.listen = "127.0.0.1:0";
+  options.db_dir = dir;
+  options.metrics_port = 0;
+  options.ram_budget_bytes = ShardBytes(1) / 4;
+  auto refused = ShardServer::Start(options);
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "--tail-format block"))
+      << refused.status();
+  absl::StatusOr<ShardFootprint> footprint = MeasureShardFootprint(dir, true);
+  ASSERT_TRUE(footprint.ok()) << footprint.status();
+  EXPECT_TRUE(absl::StrContains(
+      refused.status().message(),
+      absl::StrCat("raise --ram-budget to at least ", footprint->whole_shard_budget())))
+      << refused.status();
+
   std::mt19937_64 rng(8);
-  for (int share : {-1, 20}) {
-    SCOPED_TRACE(absl::StrCat("hot cache share ", share));
-    ShardServerOptions options;
-    options.listen = "127.0.0.1:0";
-    options.db_dir = dir;
-    options.ram_budget_bytes = ShardBytes(1) / 10;
-    options.hot_cache_share_percent = share;
-    options.metrics_port = 0;
+  for (bool whole : {false, true}) {
+    SCOPED_TRACE(whole ? "whole-shard budget" : "--direct-io=false");
+    options.direct_io = whole;
+    options.ram_budget_bytes = whole ? footprint->whole_shard_budget() : ShardBytes(1) / 4;
     auto server = Start(options);
     ASSERT_NE(server, nullptr);
-    EXPECT_TRUE(absl::StartsWith(server->tail_access(), "mapped: ")) << server->tail_access();
     for (int round = 0; round < 3; ++round) {
       ExpectLookup(server->port(), {0, 1},
                    {RandomOwnedIds(*map_, 0, 1, 400, rng), RandomOwnedIds(*map_, 1, 1, 400, rng)});
     }
     auto page = testing::HttpGet(server->metrics_port(), "/metrics");
     ASSERT_TRUE(page.ok()) << page.status();
-    EXPECT_EQ(testing::MetricValue(*page, "engram_shard_tail_mapped_rows"),
-              map_->RowsOnShard(0, 1) + map_->RowsOnShard(1, 1));
-    EXPECT_EQ(testing::MetricValue(*page, "engram_shard_rocksdb_multiget_keys"), 0);
-    EXPECT_GT(*testing::MetricValue(*page, "engram_shard_rows_total{layer=\"0\",tier=\"disk\"}"),
-              0);
-    const double cached =
-        *testing::MetricValue(*page, "engram_shard_hot_tier_bytes{part=\"cached\"}");
-    if (share < 0) {
-      EXPECT_EQ(cached, 0);
-      EXPECT_GT(*testing::MetricValue(*page, "engram_shard_hot_tier_bytes{part=\"pinned\"}"),
-                0.8 * static_cast<double>(options.ram_budget_bytes));
+    const double disk =
+        *testing::MetricValue(*page, "engram_shard_rows_total{layer=\"0\",tier=\"disk\"}");
+    if (whole) {
+      EXPECT_EQ(disk, 0);
+      EXPECT_GE(*testing::MetricValue(*page, "engram_shard_resident_bytes{kind=\"pinned_rows\"}"),
+                static_cast<double>(ShardBytes(1)));
     } else {
-      EXPECT_GT(cached, 0);
+      EXPECT_GT(disk, 0);
     }
   }
 }

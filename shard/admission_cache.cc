@@ -15,8 +15,11 @@ namespace {
 // counters are halved, so the sketch follows the recent distribution.
 class FrequencySketch {
  public:
+  static uint64_t WidthFor(uint64_t slots) { return std::bit_ceil(std::max<uint64_t>(slots, 16)); }
+  static uint64_t MemoryBytesFor(uint64_t slots) { return kRows * WidthFor(slots); }
+
   explicit FrequencySketch(uint64_t slots)
-      : width_(std::bit_ceil(std::max<uint64_t>(slots, 16))),
+      : width_(WidthFor(slots)),
         counters_(kRows * width_, 0),
         sample_(10 * std::max<uint64_t>(slots, 16)) {}
 
@@ -83,6 +86,11 @@ class AdmissionCache::Shard {
     return keys_.capacity() * sizeof(uint64_t) + referenced_.capacity() + index_.memory_bytes() +
            sketch_.memory_bytes();
   }
+  // metadata_bytes() of a shard of `slots` slots.
+  static uint64_t MetadataBytesFor(uint64_t slots) {
+    return slots * (sizeof(uint64_t) + 1) + KeySlotIndex::MemoryBytesFor(slots) +
+           FrequencySketch::MemoryBytesFor(slots);
+  }
 
   // Returns true if a new row became resident (no eviction).
   bool Admit(uint64_t key, uint64_t hash, const uint8_t* data, uint32_t n) {
@@ -127,16 +135,40 @@ class AdmissionCache::Shard {
   uint64_t hand_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
+namespace {
+
+// How many lock shards `slots` slots are split into: at least ~64 slots a
+// shard, so CLOCK and the sketch have room to work.
+uint64_t LockShards(uint64_t slots, int shards) {
+  return std::clamp<uint64_t>(slots / 64, 1, static_cast<uint64_t>(std::max(1, shards)));
+}
+
+// Slots of lock shard i of n.
+uint64_t SlotsOfShard(uint64_t slots, uint64_t n, uint64_t i) {
+  return slots / n + (i < slots % n ? 1 : 0);
+}
+
+}  // namespace
+
+uint64_t AdmissionCache::MetadataBytesFor(const AdmissionCacheOptions& options) {
+  const uint64_t slots = options.slot_bytes == 0 ? 0 : options.slots;
+  if (slots == 0) return 0;
+  const uint64_t n_shards = LockShards(slots, options.shards);
+  uint64_t bytes = 0;
+  for (uint64_t i = 0; i < n_shards; ++i) {
+    bytes += Shard::MetadataBytesFor(SlotsOfShard(slots, n_shards, i));
+  }
+  return bytes;
+}
+
 AdmissionCache::AdmissionCache(const AdmissionCacheOptions& options)
     : slots_(options.slot_bytes == 0 ? 0 : options.slots), slot_bytes_(options.slot_bytes) {
   if (slots_ == 0) return;
-  // At least ~64 slots per shard, so CLOCK and the sketch have room to work.
-  const uint64_t n_shards =
-      std::clamp<uint64_t>(slots_ / 64, 1, static_cast<uint64_t>(std::max(1, options.shards)));
+  const uint64_t n_shards = LockShards(slots_, options.shards);
   arena_.reset(new uint8_t[slots_ * slot_bytes_]);
   uint64_t first = 0;
   for (uint64_t i = 0; i < n_shards; ++i) {
-    const uint64_t n = slots_ / n_shards + (i < slots_ % n_shards ? 1 : 0);
+    const uint64_t n = SlotsOfShard(slots_, n_shards, i);
     shards_.push_back(std::make_unique<Shard>(arena_.get() + first * slot_bytes_, n, slot_bytes_,
                                               options.policy));
     first += n;

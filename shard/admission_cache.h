@@ -48,6 +48,9 @@ class AdmissionCache {
   // reference bit and index entries, and the frequency sketch (allocated,
   // fixed at construction).
   uint64_t metadata_bytes() const;
+  // metadata_bytes() of a cache made with `options`, without making it (for
+  // sizing a budget: PlanHotTier).
+  static uint64_t MetadataBytesFor(const AdmissionCacheOptions& options);
 
  private:
   class Shard;

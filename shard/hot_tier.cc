@@ -145,7 +145,7 @@ class HotTierImpl final : public HotTier, private PinnedRowScrub {
   uint64_t budget_bytes() const override { return budget_; }
   uint64_t index_bytes() const override {
     return index_.memory_bytes() + sums_.capacity() * sizeof(uint32_t) +
-           (cache_ == nullptr ? 0 : cache_->metadata_bytes());
+           (pinned_rows_ + 63) / 64 * 8 + (cache_ == nullptr ? 0 : cache_->metadata_bytes());
   }
 
   std::vector<std::pair<std::string, double>> Stats() const override {
@@ -375,8 +375,47 @@ uint64_t ShardRows(const ShardMap& map, uint32_t shard) {
 
 }  // namespace
 
+uint64_t HotTierPinnedBytes(uint64_t rows, uint32_t stride, bool whole_shard) {
+  // The rows, a checksum each, an out-of-service bit each (in 64-bit words),
+  // and unless the whole shard is pinned (slots in key order) the index
+  // (an empty one otherwise).
+  const uint64_t bytes = rows * (uint64_t{stride} + sizeof(uint32_t)) + (rows + 63) / 64 * 8;
+  return bytes + KeySlotIndex::MemoryBytesFor(whole_shard ? 0 : rows);
+}
+
+uint64_t HotTierCacheBytes(uint64_t slots, uint32_t stride) {
+  AdmissionCacheOptions o;
+  o.slots = slots;
+  o.slot_bytes = stride;
+  return slots * stride + AdmissionCache::MetadataBytesFor(o);
+}
+
+namespace {
+
+// The largest n <= limit with cost(n) <= budget; cost is non-decreasing.
+template <typename Cost>
+uint64_t MostThatFit(uint64_t limit, uint64_t budget, Cost cost) {
+  uint64_t lo = 0, hi = limit;  // cost(lo) <= budget
+  if (cost(0) > budget) return 0;
+  while (lo < hi) {
+    const uint64_t mid = lo + (hi - lo + 1) / 2;
+    if (cost(mid) <= budget) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return lo;
+}
+
+}  // namespace
+
+uint64_t HotTierWholeShardBytes(const ShardMap& map, uint32_t shard) {
+  return HotTierPinnedBytes(ShardRows(map, shard), Stride(map), /*whole_shard=*/true);
+}
+
 bool HotTierHoldsWholeShard(const ShardMap& map, uint32_t shard, uint64_t budget_bytes) {
-  return budget_bytes > 0 && budget_bytes / Stride(map) >= ShardRows(map, shard);
+  return budget_bytes > 0 && HotTierWholeShardBytes(map, shard) <= budget_bytes;
 }
 
 absl::StatusOr<HotTierPlan> PlanHotTier(const ShardMap& map, uint32_t shard,
@@ -388,6 +427,7 @@ absl::StatusOr<HotTierPlan> PlanHotTier(const ShardMap& map, uint32_t shard,
   }
   HotTierPlan plan;
   plan.stride = Stride(map);
+  const uint32_t stride = plan.stride;
   const uint64_t budget = options.budget_bytes;
   std::vector<uint64_t>& keys = plan.pinned_keys;
   plan.whole_shard = HotTierHoldsWholeShard(map, shard, budget);
@@ -398,18 +438,25 @@ absl::StatusOr<HotTierPlan> PlanHotTier(const ShardMap& map, uint32_t shard,
         keys.push_back(ShardKey(l, r));
       }
     }
+    plan.bytes = HotTierPinnedBytes(keys.size(), stride, true);
     return plan;  // nothing is ever admitted: no cache
   }
   if (budget > 0 && profile != nullptr) {
-    const uint64_t pin_rows = (budget - budget * options.cache_share_percent / 100) / plan.stride;
-    const uint64_t skip =
-        std::min<uint64_t>(options.skip_profile_bytes / plan.stride, profile->size());
-    keys.reserve(std::min<uint64_t>(pin_rows, profile->size() - skip));
+    const uint64_t pin_budget = budget - budget * options.cache_share_percent / 100;
+    const uint64_t skip = std::min<uint64_t>(options.skip_profile_bytes / stride, profile->size());
+    const uint64_t pin_rows =
+        MostThatFit(std::min<uint64_t>(profile->size() - skip, pin_budget / stride), pin_budget,
+                    [&](uint64_t n) { return HotTierPinnedBytes(n, stride, false); });
+    keys.reserve(pin_rows);
     for (size_t i = skip; i < profile->size() && keys.size() < pin_rows; ++i) {
       keys.push_back(ShardKey((*profile)[i].layer, (*profile)[i].row));
     }
   }
-  plan.cache_slots = (budget - keys.size() * plan.stride) / plan.stride;
+  const uint64_t pinned = keys.empty() ? 0 : HotTierPinnedBytes(keys.size(), stride, false);
+  const uint64_t rest = budget > pinned ? budget - pinned : 0;
+  plan.cache_slots = MostThatFit(
+      rest / stride, rest, [&](uint64_t n) { return n == 0 ? 0 : HotTierCacheBytes(n, stride); });
+  plan.bytes = pinned + (plan.cache_slots == 0 ? 0 : HotTierCacheBytes(plan.cache_slots, stride));
   return plan;
 }
 

@@ -34,18 +34,13 @@
 
 namespace engram {
 
-// HotTierOptions::cache_share_percent's default.
+// HotTierOptions::cache_share_percent's default, and the shard server's.
 inline constexpr uint32_t kHotTierCacheSharePercent = 20;
-// The share a shard server uses when none is given: 0 when its RowStore
-// reads the tail from mapped files (a row the profile missed is then a copy
-// from the page cache either way, so admission only adds work),
-// kHotTierCacheSharePercent otherwise.
-inline uint32_t DefaultCacheSharePercent(bool tail_mapped) {
-  return tail_mapped ? 0 : kHotTierCacheSharePercent;
-}
 
 struct HotTierOptions {
-  // Total RAM for rows (pinned + admission cache), in bytes. 0 = no hot tier.
+  // The tier's RAM, in bytes: pinned rows with their checksums and index,
+  // and the admission cache's slots and bookkeeping (HotTierPinnedBytes,
+  // HotTierCacheBytes). 0 = no hot tier.
   uint64_t budget_bytes = 0;
   // Optional hot-row profile (written by `engramctl import --profile-trace`);
   // empty = no pinned rows, the whole budget is the admission cache. When the
@@ -81,9 +76,20 @@ struct HotTierPlan {
   uint32_t stride = 0;                // bytes of one row slot (the largest row)
   std::vector<uint64_t> pinned_keys;  // ShardKey(layer, row), in slot order
   uint64_t cache_slots = 0;           // rows the admission cache holds
+  uint64_t bytes = 0;                 // RAM of the above (at most the budget)
 };
-// True when `budget_bytes` holds every row of `shard` (then no profile is
-// needed).
+// RAM of `rows` pinned rows of `stride` bytes: the rows, a 4-byte checksum
+// and an out-of-service bit each, and (unless the whole shard is pinned, in
+// key order) the index of 24-48 bytes a row.
+uint64_t HotTierPinnedBytes(uint64_t rows, uint32_t stride, bool whole_shard);
+// RAM of an admission cache of `slots` rows: the slots and their
+// bookkeeping (AdmissionCache::MetadataBytesFor).
+uint64_t HotTierCacheBytes(uint64_t slots, uint32_t stride);
+// The budget that pins every row of `shard` (HotTierPinnedBytes of all of
+// them, in key order).
+uint64_t HotTierWholeShardBytes(const ShardMap& map, uint32_t shard);
+// True when `budget_bytes` is at least HotTierWholeShardBytes (then no
+// profile is needed).
 bool HotTierHoldsWholeShard(const ShardMap& map, uint32_t shard, uint64_t budget_bytes);
 // The plan for `options` (budget, skip_profile_bytes, cache_share_percent;
 // its profile_path is not read: `profile` is the profile's entries, in file
@@ -126,8 +132,9 @@ class HotTier {
   virtual uint64_t pinned_bytes() const = 0;
   virtual uint64_t cached_bytes() const = 0;
   virtual uint64_t budget_bytes() const = 0;
-  // RAM beside the rows: the pinned rows' index and checksums, and the
-  // admission cache's bookkeeping (fixed after Build).
+  // RAM beside the rows: the pinned rows' index, checksums and
+  // out-of-service bits, and the admission cache's bookkeeping (fixed after
+  // Build; pinned_bytes + cache capacity + index_bytes is the plan's bytes).
   virtual uint64_t index_bytes() const = 0;
 
   // Integrity counters for metrics (name -> value): the scrubber's

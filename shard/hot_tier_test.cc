@@ -62,6 +62,11 @@ class HotTierTest : public ::testing::Test {
   }
   static std::string ProfilePath() { return dir_->Sub("profile.bin"); }
   static uint64_t ShardBytes() { return shard_rows_ * kRowBytes; }
+  // The budget that pins every row: the rows with their checksums and
+  // out-of-service bits.
+  static uint64_t WholeBudget() {
+    return HotTierWholeShardBytes(store_->shard_map(), store_->shard_index());
+  }
 
   static std::unique_ptr<HotTier> Build(uint64_t budget, bool profile) {
     absl::StatusOr<std::unique_ptr<HotTier>> t =
@@ -166,9 +171,16 @@ TEST_F(HotTierTest, TenPercentMixesPinnedCachedAndMisses) {
 }
 
 TEST_F(HotTierTest, FullBudgetPinsEveryRowWithoutProfile) {
-  std::unique_ptr<HotTier> tier = Build(ShardBytes(), false);
+  EXPECT_EQ(WholeBudget(), shard_rows_ * (kRowBytes + 4) + (shard_rows_ + 63) / 64 * 8 +
+                               KeySlotIndex::MemoryBytesFor(0));
+  // A byte short of it, the tier is an admission cache of fewer rows.
+  std::unique_ptr<HotTier> short_tier = Build(WholeBudget() - 1, false);
+  ASSERT_NE(short_tier, nullptr);
+  EXPECT_EQ(short_tier->pinned_bytes(), 0u);
+  std::unique_ptr<HotTier> tier = Build(WholeBudget(), false);
   ASSERT_NE(tier, nullptr);
   EXPECT_EQ(tier->pinned_bytes(), ShardBytes());
+  EXPECT_EQ(tier->pinned_bytes() + tier->index_bytes(), WholeBudget());
   const ShardMap& map = store_->shard_map();
   uint8_t row[kRowBytes], want[kRowBytes];
   for (uint32_t l = 0; l < map.layer_rows.size(); ++l) {
@@ -215,7 +227,7 @@ TEST_F(HotTierTest, ConcurrentLookupsAndAdmitsReturnCorrectBytes) {
 TEST_F(HotTierTest, LookupBatchMatchesLookup) {
   const ShardMap& map = store_->shard_map();
   for (const auto& [budget, profile] :
-       std::vector<std::pair<uint64_t, bool>>{{ShardBytes(), false},
+       std::vector<std::pair<uint64_t, bool>>{{WholeBudget(), false},
                                               {ShardBytes() / 10, true},
                                               {ShardBytes() / 10, false},
                                               {0, false}}) {
@@ -331,7 +343,7 @@ TEST_F(HotTierTest, ScrubFindsADamagedPinnedRowAndPinsItAgain) {
     SCOPED_TRACE(whole ? "whole shard" : "profile");
     Reports reports;
     HotTierOptions o;
-    o.budget_bytes = whole ? ShardBytes() : ShardBytes() / 10;
+    o.budget_bytes = whole ? WholeBudget() : ShardBytes() / 10;
     o.profile_path = whole ? "" : ProfilePath();
     o.scrub = {.pinned_bytes_per_second = 0, .disk_bytes_per_second = 0, .report = reports.Sink()};
     absl::StatusOr<std::unique_ptr<HotTier>> tier = HotTier::Build(*store_, o);
@@ -416,10 +428,9 @@ TEST_F(HotTierTest, DamagedRowsAreNeverServedFromRam) {
   DamageStoredRow(io.out_dir, row5);
   absl::StatusOr<std::unique_ptr<RowStore>> store = RowStore::Open(io.out_dir, {});
   ASSERT_TRUE(store.ok()) << store.status();
-  ASSERT_TRUE((*store)->tail_mapped());
   Reports reports;
   HotTierOptions o;
-  o.budget_bytes = ShardBytes();
+  o.budget_bytes = WholeBudget();
   o.scrub = {.pinned_bytes_per_second = 0, .disk_bytes_per_second = 0, .report = reports.Sink()};
   absl::StatusOr<std::unique_ptr<HotTier>> tier = HotTier::Build(**store, o);
   ASSERT_TRUE(tier.ok()) << tier.status();

@@ -37,7 +37,7 @@ namespace engram {
 class MappingGuard {
  public:
   // Ranges registered at once, process-wide (a shard's SST files are each
-  // mapped by RocksDB and, for a mapped cuckoo tail, by the server too).
+  // mapped by RocksDB).
   static constexpr size_t kMaxRanges = 8192;
 
   // Registers [base, base + size), a read-only mapping of `path` from byte

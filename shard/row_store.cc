@@ -14,7 +14,6 @@
 #include "rocksdb/db.h"
 #include "rocksdb/statistics.h"
 #include "rocksdb/table_properties.h"
-#include "shard/mapped_tail.h"
 #include "shard/mapping_guard.h"
 #include "shard/shard_format.h"
 
@@ -57,7 +56,7 @@ class RowStoreImpl final : public RowStore {
                std::vector<rocksdb::ColumnFamilyHandle*> cfs,
                std::vector<std::unique_ptr<MappingGuard>> db_guards, rocksdb::Options db_options,
                ShardMap map, ShardInfo info, const RowStoreOptions& options,
-               std::unique_ptr<MappedTail> mapped, std::string tail_access)
+               std::string tail_access)
       : dir_(std::move(dir)),
         name_(absl::StrCat("shard ", info.shard_index, " (", dir_, ")")),
         db_(std::move(db)),
@@ -69,11 +68,10 @@ class RowStoreImpl final : public RowStore {
         map_(std::move(map)),
         info_(std::move(info)),
         batch_(static_cast<size_t>(std::max(1, options.multiget_batch))),
-        mapped_(std::move(mapped)),
         tail_access_(std::move(tail_access)) {
     read_options_.verify_checksums = true;
     read_options_.fill_cache = options.block_cache_bytes > 0;
-    const int n = mapped_ != nullptr ? 0 : std::max(1, options.reader_threads);
+    const int n = std::max(1, options.reader_threads);
     threads_.reserve(n);
     for (int i = 0; i < n; ++i) threads_.emplace_back([this] { WorkerLoop(); });
   }
@@ -94,17 +92,9 @@ class RowStoreImpl final : public RowStore {
   uint32_t shard_index() const override { return info_.shard_index; }
   const std::string& shard_dir() const override { return dir_; }
   std::string tail_access() const override { return tail_access_; }
-  bool tail_mapped() const override { return mapped_ != nullptr; }
 
   absl::Status ReadRows(std::span<const RowRef> refs) override {
     if (refs.empty()) return absl::OkStatus();
-    if (mapped_ != nullptr) {
-      RETURN_IF_ERROR(CheckRefs(refs));
-      uint64_t damaged = 0;
-      absl::Status s = mapped_->Read(refs, &damaged);
-      if (damaged != 0) damaged_rows_.fetch_add(damaged, std::memory_order_relaxed);
-      return s;
-    }
     absl::Notification finished;
     absl::Status result;
     std::shared_ptr<Request> req = Prepare(refs, [&](absl::Status s) {
@@ -123,7 +113,7 @@ class RowStoreImpl final : public RowStore {
 
   void ReadRowsAsync(std::span<const RowRef> refs, std::function<void(absl::Status)> done,
                      absl::Time deadline) override {
-    if (refs.empty() || mapped_ != nullptr) {
+    if (refs.empty()) {
       done(ReadRows(refs));
       return;
     }
@@ -164,7 +154,6 @@ class RowStoreImpl final : public RowStore {
   rocksdb::ReadOptions read_options_;
   size_t batch_;
 
-  const std::unique_ptr<MappedTail> mapped_;  // null: reads go through MultiGet
   const std::string tail_access_;
   // Rows that reads found missing, damaged or unreadable, since Open.
   std::atomic<uint64_t> damaged_rows_{0};
@@ -326,7 +315,7 @@ std::vector<std::pair<std::string, double>> RowStoreImpl::Stats() const {
                    static_cast<double>(damaged_rows_.load(std::memory_order_relaxed)));
   out.emplace_back("expired_rows",
                    static_cast<double>(expired_rows_.load(std::memory_order_relaxed)));
-  uint64_t zeroed = mapped_ != nullptr ? mapped_->zeroed_pages() : 0;
+  uint64_t zeroed = 0;
   for (const std::unique_ptr<MappingGuard>& g : db_guards_) zeroed += g->zeroed_pages();
   out.emplace_back("unreadable_pages", static_cast<double>(zeroed));
   const rocksdb::Statistics* st = db_options_.statistics.get();
@@ -345,11 +334,6 @@ std::vector<std::pair<std::string, double>> RowStoreImpl::Stats() const {
          {rocksdb::LAST_LEVEL_READ_BYTES, rocksdb::NON_LAST_LEVEL_READ_BYTES});
   ticker("rocksdb_block_checksums", {rocksdb::BLOCK_CHECKSUM_COMPUTE_COUNT});
   ticker("rocksdb_block_cache_hits", {rocksdb::BLOCK_CACHE_HIT});
-  if (mapped_ != nullptr) {
-    out.emplace_back("tail_mapped_rows", static_cast<double>(mapped_->rows()));
-    out.emplace_back("tail_mapped_bytes", static_cast<double>(mapped_->mapped_bytes()));
-    out.emplace_back("tail_index_memory_bytes", static_cast<double>(mapped_->index_bytes()));
-  }
   return out;
 }
 
@@ -488,24 +472,14 @@ absl::StatusOr<std::unique_ptr<RowStore>> RowStore::Open(const std::string& shar
     close();
     return st;
   }
-  std::unique_ptr<MappedTail> mapped;
-  std::string access =
-      absl::StrCat("MultiGet on ", std::max(1, options.reader_threads), " reader threads");
-  if (cuckoo && options.map_cuckoo_tail) {
-    absl::StatusOr<std::unique_ptr<MappedTail>> m =
-        MappedTail::Build(*db, handles.back(), db_dir, *map, info->shard_index,
-                          absl::StrCat("shard ", info->shard_index, " (", shard_dir, ")"));
-    if (m.ok()) {
-      mapped = *std::move(m);
-      access = absl::StrCat("mapped: ", mapped->rows(), " rows in ", mapped->mapped_bytes() >> 20,
-                            " MiB of table files, ", mapped->index_bytes() >> 20, " MiB of index");
-    } else {
-      absl::StrAppend(&access, " (", m.status().message(), ")");
-    }
-  }
+  const std::string access =
+      absl::StrCat("MultiGet on ", std::max(1, options.reader_threads), " reader threads, ",
+                   options.direct_io ? "O_DIRECT"
+                   : mmap_reads      ? "mmap"
+                                     : "buffered pread");
   return std::unique_ptr<RowStore>(new RowStoreImpl(
       shard_dir, std::move(db), std::move(handles), std::move(guards), std::move(db_options),
-      *std::move(map), *std::move(info), options, std::move(mapped), std::move(access)));
+      *std::move(map), *std::move(info), options, std::move(access)));
 }
 
 }  // namespace engram

@@ -31,9 +31,8 @@ struct RowStoreOptions {
   // Block tails only: Open refuses it for a cuckoo tail.
   bool direct_io = false;
   // Without direct_io: read SST files through mmap instead of pread (no
-  // syscall and no copy per block; ~10% less shard CPU on a tail served
-  // from the page cache, docs/benchmarks.md). Block checksums are verified
-  // either way. A cuckoo tail is always read through mmap.
+  // syscall and no copy per block). Block checksums are verified either
+  // way. A cuckoo tail is always read through mmap.
   bool mmap_reads = true;
   // Threads that issue MultiGets; a request's misses are split over them so
   // the disk sees a deep queue (Debian's RocksDB has no io_uring).
@@ -42,13 +41,6 @@ struct RowStoreOptions {
   int multiget_batch = 16;
   // RocksDB block cache; 0 = none (the hot tier is our cache).
   size_t block_cache_bytes = 0;
-  // Cuckoo tails only: at open, learn where each row sits in the SST files
-  // (one scan, 8 bytes of index a row) and from then on read rows straight
-  // from those files, on the calling thread, instead of through MultiGet
-  // on reader threads (shard/mapped_tail.h; ~10x less time a row). When
-  // the tail cannot be addressed this way Open still succeeds, reading
-  // through MultiGet, and tail_access() says why.
-  bool map_cuckoo_tail = true;
 };
 
 // One row to read: where to put its bytes (row_bytes of its layer).
@@ -70,7 +62,7 @@ class RowStore {
   // or last row of a layer is damaged.
   //
   // With mmap reads (the default; always for a cuckoo tail) every mapping
-  // of a table file, RocksDB's and a mapped tail's, is guarded
+  // of a table file RocksDB makes is guarded
   // (shard/mapping_guard.h): a page a file loses while the store is open
   // (truncated, a media error) reads as zeros, which fail the block or row
   // checksums, so those rows are DATA_LOSS instead of a SIGBUS.
@@ -86,12 +78,8 @@ class RowStore {
   virtual const std::string& shard_dir() const = 0;
 
   // How tail rows are read, for the start-up log: "MultiGet on N reader
-  // threads", or "mapped: ..." (with the reason when mapping was wanted but
-  // failed).
+  // threads, O_DIRECT" (or ", mmap", ", buffered pread").
   virtual std::string tail_access() const = 0;
-  // True when tail rows are read from mapped table files (map_cuckoo_tail
-  // took effect).
-  virtual bool tail_mapped() const = 0;
 
   // Reads every ref (callers validate that each row belongs to this shard
   // and its layer exists; a ref that does not is INVALID_ARGUMENT, checked
@@ -104,8 +92,7 @@ class RowStore {
   virtual absl::Status ReadRows(std::span<const RowRef> refs) = 0;
   // The same, without blocking: `done` runs once, on a reader thread, after
   // every ref is written (inline, before returning, for an empty or invalid
-  // request, and for a mapped cuckoo tail, whose reads are copies from
-  // memory). REQUIRES: destinations outlive the call of `done`; `refs`
+  // request). REQUIRES: destinations outlive the call of `done`; `refs`
   // itself is copied before returning.
   //
   // `deadline`: the request's (its RPC's). Reader threads read nothing for
@@ -121,12 +108,10 @@ class RowStore {
   // rocksdb_sst_bytes, rocksdb_keys, and cumulative counters
   // rocksdb_multiget_calls, _keys, _bytes, rocksdb_file_reads,
   // rocksdb_file_read_bytes (SST reads), rocksdb_block_checksums (blocks
-  // verified) and rocksdb_block_cache_hits; for a mapped cuckoo tail
-  // tail_mapped_rows, tail_mapped_bytes and tail_index_memory_bytes; and
-  // always the cumulative damaged_rows (rows reads found missing, damaged
-  // or unreadable: DATA_LOSS), expired_rows (rows not read because their
-  // request's deadline had passed) and unreadable_pages (pages of mapped
-  // table files that faulted and now read as zeros).
+  // verified) and rocksdb_block_cache_hits; and the cumulative damaged_rows (rows reads found
+  // missing, damaged or unreadable: DATA_LOSS), expired_rows (rows not read because their request's
+  // deadline had passed) and unreadable_pages (pages of mapped table files that faulted and now
+  // read as zeros).
   virtual std::vector<std::pair<std::string, double>> Stats() const = 0;
 };
 

@@ -110,57 +110,19 @@ TableReader* RowStoreTest::table_ = nullptr;
 
 TEST_F(RowStoreTest, ReadsEveryRowOfEveryShardInAnyOrder) {
   for (TailFormat format : {TailFormat::kBlock, TailFormat::kCuckoo}) {
-    for (bool map : {true, false}) {
-      if (format == TailFormat::kBlock && !map) continue;  // nothing to map
-      for (uint32_t i = 0; i < kShards; ++i) {
-        std::unique_ptr<RowStore> store =
-            Open(ShardDir(i, format), {.reader_threads = 4, .map_cuckoo_tail = map});
-        ASSERT_NE(store, nullptr);
-        EXPECT_EQ(store->shard_index(), i);
-        EXPECT_EQ(store->shard_map().n_shards, kShards);
-        // Only a cuckoo tail is read from its mapped files, and only when asked.
-        EXPECT_EQ(store->tail_mapped(), format == TailFormat::kCuckoo && map)
-            << store->tail_access();
-        std::vector<uint8_t> got, want;
-        std::vector<RowRef> refs = Refs(ShuffledRows(i, i), &got, &want);
-        ASSERT_TRUE(store->ReadRows(refs).ok());
-        EXPECT_EQ(got, want) << TailFormatName(format) << " shard " << i << " mapped " << map;
-      }
+    for (uint32_t i = 0; i < kShards; ++i) {
+      std::unique_ptr<RowStore> store = Open(ShardDir(i, format), {.reader_threads = 4});
+      ASSERT_NE(store, nullptr);
+      EXPECT_EQ(store->shard_index(), i);
+      EXPECT_EQ(store->shard_map().n_shards, kShards);
+      EXPECT_TRUE(absl::StartsWith(store->tail_access(), "MultiGet on 4 reader threads"))
+          << store->tail_access();
+      std::vector<uint8_t> got, want;
+      std::vector<RowRef> refs = Refs(ShuffledRows(i, i), &got, &want);
+      ASSERT_TRUE(store->ReadRows(refs).ok());
+      EXPECT_EQ(got, want) << TailFormatName(format) << " shard " << i;
     }
   }
-}
-
-TEST_F(RowStoreTest, MappedCuckooTailReadsInlineWithoutRocksDb) {
-  std::unique_ptr<RowStore> store = Open(ShardDir(1, TailFormat::kCuckoo));
-  ASSERT_NE(store, nullptr);
-  ASSERT_TRUE(store->tail_mapped());
-  EXPECT_TRUE(absl::StartsWith(store->tail_access(), "mapped: ")) << store->tail_access();
-  std::vector<uint8_t> got, want;
-  std::vector<RowRef> refs = Refs(ShuffledRows(1, 9), &got, &want);
-  // The completion runs before ReadRowsAsync returns: the reads are copies.
-  bool called = false;
-  absl::Status status = absl::UnknownError("not called");
-  store->ReadRowsAsync(refs, [&](absl::Status s) {
-    called = true;
-    status = std::move(s);
-  });
-  ASSERT_TRUE(called);
-  ASSERT_TRUE(status.ok()) << status;
-  EXPECT_EQ(got, want);
-  std::map<std::string, double> stats;
-  for (const auto& [k, v] : store->Stats()) stats[k] = v;
-  uint64_t owned = 0;
-  for (uint32_t l = 0; l < store->shard_map().layer_rows.size(); ++l) {
-    owned += store->shard_map().RowsOnShard(l, 1);
-  }
-  EXPECT_EQ(stats["tail_mapped_rows"], static_cast<double>(owned));
-  EXPECT_EQ(stats["tail_index_memory_bytes"], static_cast<double>(owned * sizeof(void*)));
-  EXPECT_GT(stats["tail_mapped_bytes"], 0);
-  EXPECT_EQ(stats["rocksdb_multiget_keys"], 0);  // nothing went through RocksDB
-  // Bad refs are still refused before anything is read.
-  uint8_t buf[66];
-  const RowRef other[] = {{0, 2, buf}};
-  EXPECT_EQ(store->ReadRows(other).code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(RowStoreTest, CuckooTailIsReadThroughMmapOnly) {
@@ -198,11 +160,9 @@ TEST_F(RowStoreTest, CuckooRowChecksumCatchesADamagedRow) {
     flipped = true;
   }
   ASSERT_TRUE(flipped);
-  // Read from the mapped files and through RocksDB alike.
-  for (bool map : {true, false}) {
-    std::unique_ptr<RowStore> store = Open(dir, {.reader_threads = 2, .map_cuckoo_tail = map});
+  {
+    std::unique_ptr<RowStore> store = Open(dir, {.reader_threads = 2});
     ASSERT_NE(store, nullptr);
-    ASSERT_EQ(store->tail_mapped(), map);
     std::vector<uint8_t> got(rb), want(rb);
     const RowRef damaged[] = {{0, 1, got.data()}, {0, 4, got.data()}};
     absl::Status s = store->ReadRows(damaged);
@@ -437,15 +397,12 @@ TEST_F(RowStoreTest, FileTruncatedWhileOpenIsDataLossNotSigbus) {
     TailFormat format;
     RowStoreOptions options;
   };
-  for (const Case& c : {Case{TailFormat::kCuckoo, {.reader_threads = 2, .map_cuckoo_tail = true}},
-                        Case{TailFormat::kCuckoo, {.reader_threads = 2, .map_cuckoo_tail = false}},
+  for (const Case& c : {Case{TailFormat::kCuckoo, {.reader_threads = 2}},
                         Case{TailFormat::kBlock, {.mmap_reads = false, .reader_threads = 2}}}) {
-    SCOPED_TRACE(absl::StrCat(TailFormatName(c.format), " mapped tail ", c.options.map_cuckoo_tail,
-                              " mmap ", c.options.mmap_reads));
+    SCOPED_TRACE(absl::StrCat(TailFormatName(c.format), " mmap ", c.options.mmap_reads));
     const std::string dir = CopyShard(0, c.format);
     std::unique_ptr<RowStore> store = Open(dir, c.options);
     ASSERT_NE(store, nullptr);
-    ASSERT_EQ(store->tail_mapped(), c.format == TailFormat::kCuckoo && c.options.map_cuckoo_tail);
     std::vector<uint8_t> got, want;
     std::vector<RowRef> refs = Refs(ShuffledRows(0, 5), &got, &want);
     ASSERT_TRUE(store->ReadRows(refs).ok());

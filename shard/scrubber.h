@@ -39,7 +39,7 @@ struct ScrubberOptions {
   uint64_t pinned_bytes_per_second = uint64_t{16} << 20;
   // Rows read back from the store, bytes per second; 0 = never. 1 MiB/s is
   // ~4,000 rows of 264 bytes a second: ~0.5% of a core through MultiGet
-  // (~1.2 us a row), ~0.1% from a mapped tail; a pass over 24 GiB takes
+  // (~1.2 us a row); a pass over 24 GiB takes
   // ~7 hours.
   uint64_t disk_bytes_per_second = uint64_t{1} << 20;
   // Rows per step of a walk; the thread sleeps between steps to keep the

@@ -63,7 +63,7 @@ uint32_t RowChecksum(uint64_t key, const uint8_t* row, size_t n);
 void EncodeCuckooValue(uint64_t key, const uint8_t* row, size_t n, std::string* value);
 bool CuckooValueIntact(uint64_t key, const char* value, size_t n);
 // How a read names a row whose RowChecksum fails ("shard S: layer L row R "
-// then this), through RocksDB or a mapped tail alike.
+// then this), on every read.
 inline constexpr char kRowChecksumFailure[] = "fails its row checksum (the table file is damaged)";
 
 // What one shard directory holds. A plain value type.

@@ -199,10 +199,9 @@ uint64_t TierReplay::shard_rows(uint32_t shard) const {
   return rows;
 }
 
-uint64_t TierReplay::shard_bytes() const {
-  const uint32_t stride = *std::max_element(map_.row_bytes.begin(), map_.row_bytes.end());
-  return shard_rows(0) * stride;
-}
+uint64_t TierReplay::whole_tier_bytes() const { return HotTierWholeShardBytes(map_, 0); }
+
+uint64_t TierReplay::shard_bytes() const { return options_.fixed_bytes + whole_tier_bytes(); }
 
 uint32_t TierReplay::step_rows(uint64_t step, int layer, uint32_t shard) const {
   const size_t slot = Slot(step, layer, shard);
@@ -215,6 +214,12 @@ absl::StatusOr<BudgetReplay> TierReplay::Run(uint64_t budget_bytes) const {
                                                    " bytes is larger than a shard (", shard_bytes(),
                                                    " bytes hold every row)"));
   }
+  if (budget_bytes < options_.fixed_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a budget of ", budget_bytes, " bytes is below a shard's fixed ",
+                     options_.fixed_bytes, " bytes (RocksDB's index)"));
+  }
+  const uint64_t tier_budget = budget_bytes - options_.fixed_bytes;
   BudgetReplay r;
   r.budget_bytes = budget_bytes;
   r.step_tail.assign(offsets_.size() - 1, 0);
@@ -223,8 +228,7 @@ absl::StatusOr<BudgetReplay> TierReplay::Run(uint64_t budget_bytes) const {
   // Shards are independent: each writes only its own entries of step_tail.
   std::atomic<uint32_t> next{0};
   auto work = [&] {
-    for (uint32_t s = next++; s < K; s = next++)
-      shards[s] = RunShard(s, budget_bytes, &r.step_tail);
+    for (uint32_t s = next++; s < K; s = next++) shards[s] = RunShard(s, tier_budget, &r.step_tail);
   };
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const uint32_t n =

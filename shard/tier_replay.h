@@ -84,10 +84,13 @@ struct TierReplayOptions {
   std::string profile_trace_path;
   // Sequences decoded per step (>= 1).
   int batch = 64;
+  // Each shard's fixed bytes (ShardFootprint::fixed_bytes: RocksDB's index
+  // of its table files), charged to a budget before the hot tier as
+  // engram-shard does. 0 = none.
+  uint64_t fixed_bytes = 0;
   // HotTierOptions::cache_share_percent with a profile: the shard server's
-  // default for a block tail (the import's default format),
-  // DefaultCacheSharePercent(false) = 20; 0 for a mapped cuckoo tail.
-  uint32_t cache_share_percent = DefaultCacheSharePercent(/*tail_mapped=*/false);
+  // default, kHotTierCacheSharePercent = 20.
+  uint32_t cache_share_percent = kHotTierCacheSharePercent;
   // HotTierOptions::skip_profile_bytes (engram-shard --worker-cache-bytes
   // / K); 0 = none. The workers' own cache is not replayed: keep it 0
   // unless the trace's rows were filtered the same way.
@@ -153,17 +156,20 @@ class TierReplay {
   static absl::StatusOr<std::unique_ptr<TierReplay>> Create(const TierReplayOptions& options);
 
   // Replays every shard at `budget_bytes` (RAM per shard, as engram-shard
-  // --ram-budget). InvalidArgument when the budget is larger than a shard
-  // (shard_bytes()); ResourceExhausted, see max_cache_replay_bytes.
+  // --ram-budget: fixed_bytes, then the hot tier). InvalidArgument when the
+  // budget is below fixed_bytes or above a shard (shard_bytes());
+  // ResourceExhausted, see max_cache_replay_bytes.
   absl::StatusOr<BudgetReplay> Run(uint64_t budget_bytes) const;
 
   const TierReplayOptions& options() const { return options_; }
   const TableManifest& manifest() const { return manifest_; }
   const ShardMap& map() const { return map_; }
-  // Bytes of shard 0 (the largest: rows are dealt round-robin) in hot tier
-  // slots: its rows times the largest row size. A budget of this many
-  // bytes pins every row of every shard.
+  // The budget that holds shard 0 (the largest: rows are dealt
+  // round-robin) whole: fixed_bytes plus HotTierWholeShardBytes. A budget
+  // of this many bytes pins every row of every shard.
   uint64_t shard_bytes() const;
+  // shard_bytes() less fixed_bytes: the hot tier that pins every row.
+  uint64_t whole_tier_bytes() const;
   uint64_t shard_rows(uint32_t shard) const;
   int n_layers() const { return static_cast<int>(map_.layer_rows.size()); }
   uint64_t sequences() const { return sequences_; }

@@ -275,7 +275,6 @@ absl::StatusOr<VerifyReport> VerifyShard(const VerifyOptions& options,
   RowStoreOptions ro;
   ro.reader_threads = std::max(1, options.reader_threads);
   ro.mmap_reads = false;  // pread: a media error is EIO (DATA_LOSS), not a page fault
-  ro.map_cuckoo_tail = false;
   ASSIGN_OR_RETURN(std::unique_ptr<RowStore> store, RowStore::Open(options.shard_dir, ro));
   std::unique_ptr<TableReader> table;
   if (!options.table_dir.empty()) {

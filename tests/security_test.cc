@@ -63,7 +63,7 @@ class SecurityTest : public ::testing::Test {
     o.tls_ca_file = certs_->ca_cert;
     o.auth_token_file = root_->Sub("token");
     o.admin_token_file = root_->Sub("admin-token");
-    o.ram_budget_bytes = 4096;  // most rows from RocksDB
+    o.ram_budget_bytes = 32 << 10;  // RocksDB's index, a few rows: most rows from RocksDB
     absl::StatusOr<std::unique_ptr<ShardServer>> server = ShardServer::Start(o);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = server->release();

@@ -86,7 +86,9 @@ class VersionSwapTest : public ::testing::Test {
     o.metrics_port = 0;
     o.auth_token_file = root_.Sub("token");
     o.admin_token_file = root_.Sub("admin-token");
-    o.ram_budget_bytes = 8192;  // most rows from RocksDB: requests in flight on disk reads
+    // RocksDB's index (~10 KiB) and a few percent of the rows: most rows are
+    // read from RocksDB, so requests are in flight on disk reads.
+    o.ram_budget_bytes = 32 << 10;
     absl::StatusOr<std::unique_ptr<ShardServer>> server = ShardServer::Start(o);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);

@@ -3,6 +3,7 @@
 //   engramctl hash-check FILE.json...     replay hash golden files
 //   engramctl gen-table --out DIR ...     write a synthetic table
 //   engramctl import ... / layout ...     build shard data (tools/shard_commands.h)
+//   engramctl footprint SHARD_DIR...      the RAM a shard needs (tools/shard_commands.h)
 //   engramctl lookup ...                  check a deployment (tools/lookup_command.h)
 //   engramctl shardmap ... / info ...     a deployment's addresses (tools/deploy_commands.h)
 //   engramctl plan ...                    size the hot tier for a trace (tools/plan_command.h)
@@ -60,6 +61,8 @@ constexpr char kUsage[] =
     "                            build shard I of K (RocksDB) from a table\n"
     "  layout --from-gguf FILE [--out FILE]\n"
     "                            write the hash layout JSON a client needs\n"
+    "  footprint SHARD_DIR...    the smallest engram-shard --ram-budget each accepts and\n"
+    "                            the one that holds it whole\n"
     "  lookup --table DIR --shards host:port,... --tokens \"12 7 99 ...\" [--json]\n"
     "                            fetch a token string's rows from a deployment\n"
     "  shardmap --from-dns SERVICE --shards K --replicas R [--port 7070]\n"
@@ -154,6 +157,7 @@ int main(int argc, char** argv) {
   if (command == "gen-table") return GenTable(args);
   if (command == "import") return engram::ImportCommand(args);
   if (command == "layout") return engram::LayoutCommand(args);
+  if (command == "footprint") return engram::FootprintCommand(args);
   if (command == "lookup") return engram::LookupCommand(args);
   if (command == "shardmap") return engram::ShardMapCommand(args);
   if (command == "info") return engram::InfoCommand(args);

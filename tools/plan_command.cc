@@ -64,6 +64,9 @@ ABSL_FLAG(std::string, batch, absl::StrCat(kReplayDefaults.batch),
 ABSL_FLAG(std::string, budgets, "1%,2%,5%,10%,25%,50%,100%",
           "plan: RAM budgets per shard to replay: sizes (64M, 1G) or % of a shard's rows");
 ABSL_FLAG(std::string, ram_per_shard, "", "plan: RAM a shard can give; larger budgets are dropped");
+ABSL_FLAG(std::string, fixed_bytes, "",
+          "plan: each shard's fixed bytes, charged before the hot tier (`engramctl footprint`'s "
+          "fixed_bytes); default: an estimate of RocksDB's index of a block tail");
 ABSL_FLAG(std::string, target_exposed_wait, "1%",
           "plan: report the smallest budget whose predicted exposed wait is at most this");
 ABSL_FLAG(std::string, png, "", "plan: also plot hit ratio and exposed wait to this PNG (gnuplot)");
@@ -253,6 +256,23 @@ absl::Status WritePng(const std::string& png, const std::vector<BudgetPlan>& pla
   return absl::OkStatus();
 }
 
+// --fixed-bytes' default: RocksDB's index of shard 0's block tail. A
+// 4 KiB block holds whole rows of one layer, each with its 8-byte key and a
+// few bytes of entry header; the index keeps one entry per block (its last
+// key, handle and restart point). kIndexBytesPerBlock is fitted to
+// `engramctl footprint` of imported shards (docs/operating.md, "Sizing").
+uint64_t EstimatedFixedBytes(const TableManifest& manifest, uint32_t n_shards) {
+  constexpr double kIndexBytesPerBlock = 20;
+  constexpr double kRowOverheadBytes = 12;
+  double bytes = 0;
+  for (const LayerInfo& l : manifest.layers) {
+    const double rows = std::ceil(static_cast<double>(l.rows) / std::max<uint32_t>(1, n_shards));
+    const double per_block = std::max(1.0, std::floor(4096.0 / (l.row_bytes + kRowOverheadBytes)));
+    bytes += std::ceil(rows / per_block) * kIndexBytesPerBlock;
+  }
+  return static_cast<uint64_t>(bytes);
+}
+
 }  // namespace
 
 int PlanCommand(const std::vector<std::string>& args) {
@@ -335,6 +355,13 @@ int PlanCommand(const std::vector<std::string>& args) {
     return Fail(
         absl::StrCat("--", absl::StrReplaceAll(m.substr(0, space), {{"_", "-"}}), m.substr(space)));
   }
+  if (const std::string fixed = absl::GetFlag(FLAGS_fixed_bytes); !fixed.empty()) {
+    absl::StatusOr<uint64_t> bytes = ParseByteSize(fixed);
+    if (!bytes.ok()) return Fail(absl::StrCat("--fixed-bytes: ", bytes.status().message()));
+    ro.fixed_bytes = *bytes;
+  } else {
+    ro.fixed_bytes = EstimatedFixedBytes(*manifest, ro.n_shards);
+  }
   absl::StatusOr<std::unique_ptr<TierReplay>> replay = TierReplay::Create(ro);
   if (!replay.ok()) return Fail(std::string(replay.status().message()));
   const TierReplay& rp = **replay;
@@ -342,6 +369,11 @@ int PlanCommand(const std::vector<std::string>& args) {
   absl::StatusOr<std::vector<uint64_t>> budgets =
       ParseBudgets(absl::GetFlag(FLAGS_budgets), shard_bytes);
   if (!budgets.ok()) return Fail(std::string(budgets.status().message()));
+  if (budgets->front() < ro.fixed_bytes) {
+    return Fail(absl::StrCat("--budgets: ", SizeText(budgets->front()),
+                             " is below a shard's fixed ", SizeText(ro.fixed_bytes),
+                             " (RocksDB's index, --fixed-bytes): give budgets of at least that"));
+  }
   if (const std::string cap_text = absl::GetFlag(FLAGS_ram_per_shard); !cap_text.empty()) {
     absl::StatusOr<uint64_t> cap = ParseByteSize(cap_text);
     if (!cap.ok()) return Fail(absl::StrCat("--ram-per-shard: ", cap.status().message()));
@@ -383,6 +415,7 @@ int PlanCommand(const std::vector<std::string>& args) {
                    {"steps", rp.steps()},
                    {"shard_rows", rp.shard_rows(0)},
                    {"shard_bytes", shard_bytes},
+                   {"fixed_bytes", ro.fixed_bytes},
                    {"engram_layer_blocks", layout.engram_layer_ids}};
     j["model"] = {{"disk_iops", mo.disk_iops},
                   {"disk_latency_us", mo.disk_latency_us},
@@ -452,12 +485,14 @@ int PlanCommand(const std::vector<std::string>& args) {
     }
     std::vector<std::string> rows_text;
     for (const LayerInfo& l : rp.manifest().layers) rows_text.push_back(absl::StrCat(l.rows));
-    std::printf("plan: table %s (%s v%llu): rows %s of %d bytes; %u shards of %llu rows (%s)\n",
-                ro.table_dir.c_str(), rp.map().table.c_str(),
-                static_cast<unsigned long long>(rp.map().version),
-                absl::StrJoin(rows_text, " + ").c_str(), rp.manifest().layers[0].row_bytes, K,
-                static_cast<unsigned long long>(rp.shard_rows(0)),
-                Human(static_cast<double>(shard_bytes)).c_str());
+    std::printf(
+        "plan: table %s (%s v%llu): rows %s of %d bytes; %u shards of %llu rows (%s, of which "
+        "%s fixed)\n",
+        ro.table_dir.c_str(), rp.map().table.c_str(),
+        static_cast<unsigned long long>(rp.map().version), absl::StrJoin(rows_text, " + ").c_str(),
+        rp.manifest().layers[0].row_bytes, K, static_cast<unsigned long long>(rp.shard_rows(0)),
+        Human(static_cast<double>(shard_bytes)).c_str(),
+        Human(static_cast<double>(ro.fixed_bytes)).c_str());
     std::printf(
         "plan: Engram layers needed at blocks %s of %d x %g us; %d worker(s) x %.0f "
         "tokens/s = %.1f steps/s\n",

@@ -21,6 +21,7 @@
 #include "nlohmann/json.hpp"
 #include "service/shard_server.h"
 #include "service/testing/server_test_util.h"
+#include "shard/footprint.h"
 #include "shard/importer.h"
 #include "shard/tier_plan.h"
 #include "shard/tier_replay.h"
@@ -101,7 +102,9 @@ struct Measured {
 };
 
 // One worker decodes `trace` through the client against 3 in-process
-// shard servers holding `budget` bytes of RAM each: lines are sequences,
+// shard servers whose hot tiers hold `budget` bytes of RAM each (each
+// server's --ram-budget is that plus its own fixed bytes, so the tiers are
+// the replay's, which runs with fixed_bytes 0): lines are sequences,
 // kBatch slots decode one token each per step, a finished sequence's slot
 // takes the next line. Every step is prefetched, then each layer waited
 // for, before the next step.
@@ -113,7 +116,10 @@ Measured Drive(bool profiled, uint64_t budget, const std::string& trace) {
     ShardServerOptions o;
     o.listen = "127.0.0.1:0";
     o.db_dir = World::Get().shard_dir(profiled, s);
-    o.ram_budget_bytes = budget;
+    absl::StatusOr<ShardFootprint> footprint = MeasureShardFootprint(o.db_dir, o.direct_io);
+    EXPECT_TRUE(footprint.ok()) << footprint.status();
+    if (!footprint.ok()) return m;
+    o.ram_budget_bytes = budget == 0 ? 0 : budget + footprint->fixed_bytes;
     o.metrics_port = 0;
     o.reader_threads = 1;
     o.gather_threads = 0;
@@ -409,7 +415,32 @@ std::vector<std::string> Base() {
           "--table=" + World::Get().table(),
           "--shards=3",
           "--disk-iops=20000",
-          "--batch=4"};
+          "--batch=4",
+          "--fixed-bytes=0"};  // the replays here leave the RocksDB index out
+}
+
+// Without --fixed-bytes, plan estimates a shard's RocksDB index from the
+// manifest: within a quarter of the real one (engramctl footprint's).
+TEST(PlanCli, EstimatesTheShardsFixedBytes) {
+  std::vector<std::string> args = Base();
+  args.pop_back();
+  args.insert(args.end(), {"--json", "--budgets=50%"});
+  const CliRun r = Engramctl(args);
+  ASSERT_EQ(r.code, 0) << (r.err.empty() ? "" : r.err[0]);
+  const nlohmann::json j = nlohmann::json::parse(absl::StrJoin(r.out, "\n"));
+  absl::StatusOr<ShardFootprint> real =
+      MeasureShardFootprint(World::Get().shard_dir(true, 0), /*direct_io=*/true);
+  ASSERT_TRUE(real.ok()) << real.status();
+  ASSERT_GT(real->fixed_bytes, 0u);
+  const double estimate = j["inputs"]["fixed_bytes"].get<double>();
+  EXPECT_NEAR(estimate, static_cast<double>(real->fixed_bytes),
+              0.25 * static_cast<double>(real->fixed_bytes));
+  // A budget below it is refused.
+  args.back() = "--budgets=1";
+  const CliRun low = Engramctl(args);
+  EXPECT_EQ(low.code, 2);
+  ASSERT_EQ(low.err.size(), 1u);
+  EXPECT_TRUE(absl::StrContains(low.err[0], "below a shard's fixed")) << low.err[0];
 }
 
 TEST(PlanCli, TextOutput) {
@@ -512,6 +543,7 @@ TEST(PlanCli, BadInputIsOneLineAndExit2) {
       {{"--budgets=,"}, "--budgets is empty"},
       {{"--ram-per-shard=1K", "--budgets=10%,50%"}, "no budget of --budgets is at most"},
       {{"--ram-per-shard=big"}, "--ram-per-shard: "},
+      {{"--fixed-bytes=lots"}, "--fixed-bytes: "},
       {{"--target-exposed-wait=low"}, "--target-exposed-wait low"},
       {{"extra"}, "plan takes flags only, not 'extra'"},
   };

@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
+#include "shard/footprint.h"
 #include "shard/gguf.h"
 #include "shard/importer.h"
 #include "tools/progress.h"
@@ -103,6 +104,18 @@ int LayoutCommand(const std::vector<std::string>& args) {
     return Fail(absl::StrCat("layout: ", s.message()));
   }
   std::fprintf(stderr, "layout: wrote %s\n", out.c_str());
+  return 0;
+}
+
+int FootprintCommand(const std::vector<std::string>& args) {
+  if (args.empty()) return Fail("footprint needs one or more shard directories (from import)");
+  for (const std::string& dir : args) {
+    absl::StatusOr<ShardFootprint> f = MeasureShardFootprint(dir, /*direct_io=*/true);
+    if (!f.ok()) return Fail(absl::StrCat("footprint: ", f.status().message()));
+    std::printf("footprint: %s fixed_bytes=%llu whole_shard_budget=%llu\n", dir.c_str(),
+                static_cast<unsigned long long>(f->fixed_bytes),
+                static_cast<unsigned long long>(f->whole_shard_budget()));
+  }
   return 0;
 }
 

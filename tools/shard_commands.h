@@ -3,6 +3,10 @@
 //   import --table DIR | --gguf FILE  --shards K --shard-index I --out DIR
 //          [--profile-trace FILE] [--table-version N]
 //   layout --from-gguf FILE [--out FILE]
+//   footprint SHARD_DIR...   per directory, one line
+//          "footprint: DIR fixed_bytes=F whole_shard_budget=W": the smallest
+//          engram-shard --ram-budget it accepts (RocksDB's index) and the one
+//          that pins every row (shard/footprint.h)
 //
 // Each returns the process exit code: 0 on success, 2 with one line on
 // stderr saying what is wrong and how to fix it.
@@ -16,6 +20,7 @@ namespace engram {
 
 int ImportCommand(const std::vector<std::string>& args);
 int LayoutCommand(const std::vector<std::string>& args);
+int FootprintCommand(const std::vector<std::string>& args);
 
 }  // namespace engram
 

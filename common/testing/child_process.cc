@@ -115,6 +115,9 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (::getppid() != parent) ::_exit(127);  // the parent is already gone
     }
+    if (options.cgroup_procs_fd >= 0 && ::write(options.cgroup_procs_fd, "0", 1) != 1) {
+      ::_exit(126);
+    }
     ::dup2(in_fd, STDIN_FILENO);
     if (out_fd >= 0) ::dup2(out_fd, STDOUT_FILENO);
     if (err_fd >= 0) ::dup2(err_fd, STDERR_FILENO);

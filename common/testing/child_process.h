@@ -28,6 +28,11 @@ struct ChildOptions {
   // The child gets SIGKILL when the thread that spawned it exits
   // (PR_SET_PDEATHSIG): spawn from the main thread.
   bool die_with_parent = false;
+  // When >= 0: an open, writable cgroup.procs file (of a cgroup v1 or v2
+  // group). The child writes "0" to it (moving itself there) before exec,
+  // so the program starts, and allocates, inside that group; if the write
+  // fails the child exits with 126 instead of running outside it.
+  int cgroup_procs_fd = -1;
 };
 
 // One started program. Every live child is registered for

@@ -36,6 +36,7 @@ absl::StatusOr<std::unique_ptr<ShardProcess>> ShardProcess::Start(const Options&
   argv.insert(argv.end(), o.flags.begin(), o.flags.end());
   ChildOptions child_options;
   child_options.die_with_parent = o.die_with_parent;
+  child_options.cgroup_procs_fd = o.cgroup_procs_fd;
   if (!o.stderr_path.empty()) {
     std::ofstream(o.stderr_path, std::ios::trunc);
     child_options.stderr_path = o.stderr_path;

@@ -30,6 +30,7 @@ class ShardProcess {
     // otherwise it is this process's stderr.
     std::string stderr_path;
     bool die_with_parent = false;  // see ChildOptions::die_with_parent
+    int cgroup_procs_fd = -1;      // see ChildOptions::cgroup_procs_fd
     absl::Duration start_timeout = absl::Seconds(60);
   };
   // Unavailable when the daemon exits or does not serve within

@@ -1,0 +1,40 @@
+// ShardFootprint: the RAM a shard server's table needs, for sizing its
+// --ram-budget (ShardServerOptions::ram_budget_bytes).
+//
+// A budget is spent in this order: RocksDB's index of the shard's table
+// files (its table readers: index and filter blocks, resident as long as
+// the store is open, whatever the hot tier holds), then the hot tier. A
+// budget below the first part is refused; one of at least
+// whole_shard_budget() pins every row, so the tail is never read.
+#ifndef ENGRAM_SHARD_FOOTPRINT_H_
+#define ENGRAM_SHARD_FOOTPRINT_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "shard/row_store.h"
+
+namespace engram {
+
+struct ShardFootprint {
+  uint64_t fixed_bytes = 0;       // RocksDB's index of the table files
+  uint64_t whole_tier_bytes = 0;  // the hot tier that pins every row (HotTierWholeShardBytes)
+  uint64_t whole_shard_budget() const { return fixed_bytes + whole_tier_bytes; }
+};
+
+// The fixed part of an open store's footprint (RowStore::Stats'
+// rocksdb_index_memory_bytes).
+uint64_t StoreFixedBytes(const RowStore& store);
+
+// The footprint of `store`'s shard.
+ShardFootprint FootprintOf(const RowStore& store);
+
+// Opens shard directory `dir` read-only as a shard server would (with
+// direct_io, O_DIRECT for a block tail; a cuckoo tail through mmap) and
+// returns its footprint. The store is closed again before returning.
+absl::StatusOr<ShardFootprint> MeasureShardFootprint(const std::string& dir, bool direct_io);
+
+}  // namespace engram
+
+#endif  // ENGRAM_SHARD_FOOTPRINT_H_
