@@ -271,8 +271,8 @@ absl::StatusOr<uint64_t> TierBudget(const ShardServerOptions& options, const std
         " bytes (RocksDB's index of its table files): raise it to at least ", fixed));
   }
   const uint64_t tier = budget - fixed;
-  if (cuckoo && options.direct_io && budget < footprint.whole_shard_budget()) {
-    const uint64_t whole = footprint.whole_shard_budget();
+  const uint64_t whole = footprint.whole_shard_budget();
+  if (cuckoo && options.direct_io && budget < whole) {
     return absl::FailedPreconditionError(absl::StrCat(
         "shard directory ", dir, " holds a cuckoo tail, which is read through the page cache, ",
         "outside --ram-budget ", budget, ": raise --ram-budget to at least ", whole,
@@ -337,10 +337,7 @@ void ShardServer::StartMetrics(const ServingTable& table) {
     resident.pinned_rows = t->tier().pinned_bytes();
     resident.cached_rows = t->tier().cached_bytes();
     resident.hot_index = t->tier().index_bytes();
-    for (const auto& [name, value] : store_stats) {
-      if (name == "rocksdb_index_memory_bytes")
-        resident.rocksdb_index = static_cast<uint64_t>(value);
-    }
+    resident.rocksdb_index = StoreFixedBytes(store_stats);
     ReadProcessResident(&resident.process_anon, &resident.process_file);
     metrics_->SetResident(resident, options_.ram_budget_bytes);
     metrics_->SetStoreStats(store_stats);

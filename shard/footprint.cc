@@ -9,8 +9,8 @@
 
 namespace engram {
 
-uint64_t StoreFixedBytes(const RowStore& store) {
-  for (const auto& [name, value] : store.Stats()) {
+uint64_t StoreFixedBytes(const std::vector<std::pair<std::string, double>>& store_stats) {
+  for (const auto& [name, value] : store_stats) {
     if (name == "rocksdb_index_memory_bytes") return static_cast<uint64_t>(value);
   }
   return 0;
@@ -18,7 +18,7 @@ uint64_t StoreFixedBytes(const RowStore& store) {
 
 ShardFootprint FootprintOf(const RowStore& store) {
   ShardFootprint f;
-  f.fixed_bytes = StoreFixedBytes(store);
+  f.fixed_bytes = StoreFixedBytes(store.Stats());
   f.whole_tier_bytes = HotTierWholeShardBytes(store.shard_map(), store.shard_index());
   return f;
 }

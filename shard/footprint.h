@@ -11,6 +11,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "shard/row_store.h"
@@ -23,9 +25,9 @@ struct ShardFootprint {
   uint64_t whole_shard_budget() const { return fixed_bytes + whole_tier_bytes; }
 };
 
-// The fixed part of an open store's footprint (RowStore::Stats'
-// rocksdb_index_memory_bytes).
-uint64_t StoreFixedBytes(const RowStore& store);
+// The fixed part of a store's footprint, read from its RowStore::Stats()
+// (rocksdb_index_memory_bytes).
+uint64_t StoreFixedBytes(const std::vector<std::pair<std::string, double>>& store_stats);
 
 // The footprint of `store`'s shard.
 ShardFootprint FootprintOf(const RowStore& store);
