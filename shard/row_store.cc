@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
 #include "rocksdb/db.h"
+#include "rocksdb/iterator.h"
 #include "rocksdb/statistics.h"
 #include "rocksdb/table_properties.h"
 #include "shard/mapping_guard.h"
@@ -123,6 +124,8 @@ class RowStoreImpl final : public RowStore {
     Dispatch(req, req->n_chunks);
   }
 
+  absl::Status ScanRows(std::span<const RowRef> refs) override;
+
   std::vector<std::pair<std::string, double>> Stats() const override;
 
  private:
@@ -138,6 +141,8 @@ class RowStoreImpl final : public RowStore {
   }
   void RunChunks(Request& req, Scratch& scratch);
   absl::Status ReadChunk(Request& req, size_t begin, size_t end, Scratch& scratch);
+  // DATA_LOSS (or INTERNAL) for `key`: `what` is wrong with it.
+  absl::Status RowError(uint64_t key, const std::string& what, const rocksdb::Status& st) const;
 
   const std::string dir_;
   const std::string name_;  // "shard I (DIR)", how errors name the store
@@ -267,7 +272,6 @@ absl::Status RowStoreImpl::ReadChunk(Request& req, size_t begin, size_t end, Scr
   for (size_t i = 0; i < n; ++i) {
     const Request::Item& item = req.items[begin + i];
     const uint32_t layer = ShardKeyLayer(item.key);
-    const uint64_t row = ShardKeyRow(item.key);
     const rocksdb::Status& st = scratch.statuses[i];
     rocksdb::PinnableSlice& v = scratch.values[i];
     const uint32_t rb = map_.row_bytes[layer];
@@ -287,19 +291,78 @@ absl::Status RowStoreImpl::ReadChunk(Request& req, size_t begin, size_t end, Scr
       } else {
         what = absl::StrCat("cannot be read: ", st.ToString());
       }
-      const std::string faults = DescribeFaults(db_guards_);
-      const std::string msg = absl::StrCat(name_, ": layer ", layer, " row ", row, " ", what,
-                                           faults.empty() ? "" : "; ", faults);
-      // A read error of a static store (EIO: a media error) loses the row
-      // as surely as a checksum mismatch does.
-      first_error = st.ok() || st.IsNotFound() || st.IsCorruption() || st.IsIOError()
-                        ? absl::DataLossError(msg)
-                        : absl::InternalError(msg);
+      first_error = RowError(item.key, what, st);
     }
     v.Reset();
   }
   if (damaged != 0) damaged_rows_.fetch_add(damaged, std::memory_order_relaxed);
   return first_error;
+}
+
+absl::Status RowStoreImpl::RowError(uint64_t key, const std::string& what,
+                                    const rocksdb::Status& st) const {
+  const std::string faults = DescribeFaults(db_guards_);
+  const std::string msg =
+      absl::StrCat(name_, ": layer ", ShardKeyLayer(key), " row ", ShardKeyRow(key), " ", what,
+                   faults.empty() ? "" : "; ", faults);
+  // A read error of a static store (EIO: a media error) loses the row as
+  // surely as a checksum mismatch does.
+  return st.ok() || st.IsNotFound() || st.IsCorruption() || st.IsIOError()
+             ? absl::DataLossError(msg)
+             : absl::InternalError(msg);
+}
+
+absl::Status RowStoreImpl::ScanRows(std::span<const RowRef> refs) {
+  if (refs.empty()) return absl::OkStatus();
+  RETURN_IF_ERROR(CheckRefs(refs));
+  for (size_t i = 1; i < refs.size(); ++i) {
+    if (ShardKey(refs[i].layer, refs[i].row) <= ShardKey(refs[i - 1].layer, refs[i - 1].row)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ScanRows: layer ", refs[i].layer, " row ", refs[i].row, " follows layer ",
+                       refs[i - 1].layer, " row ", refs[i - 1].row, ": refs must ascend"));
+    }
+  }
+  // CuckooTable iterators sort every key of a file first: point reads it is.
+  if (row_checksums_) return ReadRows(refs);
+  const uint64_t first = ShardKey(refs.front().layer, refs.front().row);
+  const uint64_t last = ShardKey(refs.back().layer, refs.back().row);
+  char first_key[kShardKeyBytes], end_key[kShardKeyBytes];
+  EncodeShardKey(first, first_key);
+  EncodeShardKey(last + 1, end_key);
+  const rocksdb::Slice end(end_key, sizeof(end_key));
+  rocksdb::ReadOptions ro;
+  ro.verify_checksums = true;
+  ro.fill_cache = false;
+  ro.iterate_upper_bound = &end;
+  // The bytes the refs span (keys and values with some slack per entry),
+  // read ahead in one go; a scan of a few rows reads a block or two.
+  size_t span_bytes = 0;
+  for (const RowRef& r : refs) span_bytes += map_.row_bytes[r.layer] + 32;
+  ro.readahead_size = std::clamp<size_t>(span_bytes, size_t{16} << 10, size_t{4} << 20);
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, rows_cf_));
+  it->Seek(rocksdb::Slice(first_key, sizeof(first_key)));
+  for (const RowRef& r : refs) {
+    const uint64_t want_key = ShardKey(r.layer, r.row);
+    uint64_t key = 0;
+    while (it->Valid() && it->key().size() == kShardKeyBytes &&
+           (key = DecodeShardKey(it->key().data())) < want_key) {
+      it->Next();
+    }
+    if (!it->Valid() || it->key().size() != kShardKeyBytes || key != want_key) {
+      const rocksdb::Status st = it->status();
+      return RowError(want_key,
+                      st.ok() ? std::string("is missing from the store")
+                              : absl::StrCat("cannot be read: ", st.ToString()),
+                      st);
+    }
+    const uint32_t rb = map_.row_bytes[r.layer];
+    if (it->value().size() != rb) {
+      return RowError(want_key, absl::StrCat("holds ", it->value().size(), " bytes, expected ", rb),
+                      rocksdb::Status::OK());
+    }
+    std::memcpy(r.dst, it->value().data(), rb);
+  }
+  return absl::OkStatus();
 }
 
 std::vector<std::pair<std::string, double>> RowStoreImpl::Stats() const {

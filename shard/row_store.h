@@ -90,7 +90,17 @@ class RowStore {
   // the destinations' contents are unspecified. Refs may repeat and come in
   // any order. Blocks until done; the calling thread reads too.
   virtual absl::Status ReadRows(std::span<const RowRef> refs) = 0;
-  // The same, without blocking: `done` runs once, on a reader thread, after
+  // The same for a scan: refs in ascending key order (layer, then row; no
+  // repeats), read on the calling thread in one pass with sequential
+  // readahead and through no cache, so a walk over the store (the
+  // scrubber's, `engramctl verify`) costs a few large reads instead of one
+  // read per row. INVALID_ARGUMENT for refs out of order. A damaged or
+  // missing row is DATA_LOSS naming it (the rest of the refs are then
+  // unspecified; ReadRows tells which rows are intact) and is not counted
+  // in Stats' damaged_rows. A cuckoo tail, which has no order to scan, is
+  // read as ReadRows reads it.
+  virtual absl::Status ScanRows(std::span<const RowRef> refs) = 0;
+  // The same as ReadRows, without blocking: `done` runs once, on a reader thread, after
   // every ref is written (inline, before returning, for an empty or invalid
   // request). REQUIRES: destinations outlive the call of `done`; `refs`
   // itself is copied before returning.

@@ -215,6 +215,58 @@ TEST_F(RowStoreTest, DirectIoReadsTheSameBytes) {
   EXPECT_EQ(got, want);
 }
 
+// Every row of `shard` once, in key order.
+std::vector<std::pair<uint32_t, uint64_t>> RowsInKeyOrder(const TableManifest& m, uint32_t shard) {
+  std::vector<std::pair<uint32_t, uint64_t>> rows;
+  for (uint32_t l = 0; l < m.layers.size(); ++l) {
+    for (uint64_t r = shard; r < m.layers[l].rows; r += kShards) rows.push_back({l, r});
+  }
+  return rows;
+}
+
+TEST_F(RowStoreTest, ScanRowsReadsTheSameBytesInKeyOrder) {
+  for (TailFormat format : {TailFormat::kBlock, TailFormat::kCuckoo}) {
+    for (bool direct_io : {false, true}) {
+      if (format == TailFormat::kCuckoo && direct_io) continue;  // refused at Open
+      SCOPED_TRACE(absl::StrCat(TailFormatName(format), " direct_io ", direct_io));
+      std::unique_ptr<RowStore> store = Open(ShardDir(2, format), {.direct_io = direct_io});
+      ASSERT_NE(store, nullptr);
+      const std::vector<std::pair<uint32_t, uint64_t>> all = RowsInKeyOrder(table_->manifest(), 2);
+      std::vector<uint8_t> got, want;
+      std::vector<RowRef> refs = Refs(all, &got, &want);
+      ASSERT_TRUE(store->ScanRows(refs).ok());
+      EXPECT_EQ(got, want);
+      // A scan with gaps, across the layer boundary, and of one row.
+      std::vector<std::pair<uint32_t, uint64_t>> some;
+      for (size_t i = 0; i < all.size(); i += 7) some.push_back(all[i]);
+      refs = Refs(some, &got, &want);
+      ASSERT_TRUE(store->ScanRows(refs).ok());
+      EXPECT_EQ(got, want);
+      refs = Refs({all.back()}, &got, &want);
+      ASSERT_TRUE(store->ScanRows(refs).ok());
+      EXPECT_EQ(got, want);
+    }
+  }
+}
+
+TEST_F(RowStoreTest, ScanRowsRefusesRefsOutOfOrder) {
+  std::unique_ptr<RowStore> store = Open(ShardDir(0));
+  ASSERT_NE(store, nullptr);
+  std::vector<uint8_t> got, want;
+  for (const std::vector<std::pair<uint32_t, uint64_t>>& rows :
+       {std::vector<std::pair<uint32_t, uint64_t>>{{0, 6}, {0, 3}},
+        std::vector<std::pair<uint32_t, uint64_t>>{{0, 3}, {0, 3}},
+        std::vector<std::pair<uint32_t, uint64_t>>{{1, 0}, {0, 9}}}) {
+    std::vector<RowRef> refs = Refs(rows, &got, &want);
+    const absl::Status s = store->ScanRows(refs);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), "refs must ascend")) << s;
+  }
+  // A row of another shard is refused as ReadRows refuses it.
+  std::vector<RowRef> refs = Refs({{0, 1}}, &got, &want);
+  EXPECT_EQ(store->ScanRows(refs).code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(RowStoreTest, ConcurrentAsyncAndBlockingReads) {
   for (TailFormat format : {TailFormat::kBlock, TailFormat::kCuckoo}) {
     SCOPED_TRACE(TailFormatName(format));
@@ -376,6 +428,14 @@ TEST_F(RowStoreTest, CorruptSstByteIsDataLossNotWrongBytes) {
     EXPECT_TRUE(absl::StrContains(s.message(), absl::StrCat("shard 1 (", dir, "): layer "))) << s;
     EXPECT_TRUE(absl::StrContains(s.message(), "Corruption")) << s;
     EXPECT_GT(Stat(*store, "damaged_rows"), 0);
+    // A scan over the damaged block fails the same way.
+    std::vector<uint8_t> scanned, scanned_want;
+    std::vector<RowRef> in_order =
+        Refs(RowsInKeyOrder(table_->manifest(), 1), &scanned, &scanned_want);
+    const absl::Status scan = store->ScanRows(in_order);
+    EXPECT_EQ(scan.code(), absl::StatusCode::kDataLoss) << scan;
+    EXPECT_TRUE(absl::StrContains(scan.message(), absl::StrCat("shard 1 (", dir, "): layer ")))
+        << scan;
     // One by one: the rows of the damaged block are DATA_LOSS, every other
     // row reads its right bytes.
     const int lost = ExpectIntactOrDataLoss(*store, dir, refs, want, 66);

@@ -38,9 +38,10 @@ struct ScrubberOptions {
   // on this VM); a pass over a 24 GiB arena takes ~26 minutes.
   uint64_t pinned_bytes_per_second = uint64_t{16} << 20;
   // Rows read back from the store, bytes per second; 0 = never. 1 MiB/s is
-  // ~4,000 rows of 264 bytes a second: ~0.5% of a core through MultiGet
-  // (~1.2 us a row); a pass over 24 GiB takes
-  // ~7 hours.
+  // ~4,000 rows of 264 bytes a second, read in key order with readahead
+  // (RowStore::ScanRows: ~18 reads of ~80 KB a second): ~0.3% of a core on
+  // this VM with O_DIRECT (3%, 500 reads a second, when it read blocks one by one); a
+  // pass over 24 GiB takes ~7 hours.
   uint64_t disk_bytes_per_second = uint64_t{1} << 20;
   // Rows per step of a walk; the thread sleeps between steps to keep the
   // rates.

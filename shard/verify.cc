@@ -58,7 +58,7 @@ uint64_t ShardScan::Step(uint64_t max_rows, Visitor& visitor) {
   for (uint64_t i = 0; i < n; ++i) {
     refs_.push_back({layer_, shard + (next_ + i) * map.n_shards, buf_.data() + i * rb});
   }
-  const bool all_read = store_.ReadRows(refs_).ok();
+  const bool all_read = store_.ScanRows(refs_).ok();
   for (const RowRef& r : refs_) {
     // A failed batch is read again row by row: its other rows are intact.
     const absl::Status s = all_read ? absl::OkStatus() : store_.ReadRows({&r, 1});

@@ -2,9 +2,10 @@
 // scrubber paces (shard/scrubber.h), and VerifyShard, what `engramctl
 // verify` runs.
 //
-// What is checked: every row is read through RowStore::ReadRows (so
+// What is checked: every row is read through RowStore::ScanRows (so
 // RocksDB's block checksums or a cuckoo row's RowChecksum are verified, as
-// on a Lookup); each layer's rows, in row order, are hashed as the importer
+// on a Lookup, with sequential reads; a batch that fails is read again row
+// by row through ReadRows); each layer's rows, in row order, are hashed as the importer
 // hashed them for shard.json (XXH3-64, ShardInfo::Layer::checksum) and
 // compared with it; and, for VerifyShard with a table, every row is
 // compared byte for byte with the table file's row, and the table's own
@@ -39,8 +40,8 @@ struct LayerCheck {
 };
 
 // A walk over every row of a shard in key order: layer by layer, rows
-// ascending, read through `store` in batches. Not thread-safe; the store
-// must outlive it.
+// ascending, read through `store` in batches (RowStore::ScanRows). Not
+// thread-safe; the store must outlive it.
 class ShardScan {
  public:
   class Visitor {
