@@ -1,5 +1,8 @@
 #include "shard/scrubber.h"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
 #include <cstdio>
 
@@ -161,6 +164,10 @@ uint64_t Scrubber::DiskStep() {
 }
 
 void Scrubber::Loop() {
+  // Background work: a core only when nothing else wants it (no privilege
+  // needed to lower one's own policy; if refused, the walks run as before).
+  sched_param idle{};
+  (void)pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle);
   const bool pinned =
       pinned_ != nullptr && options_.pinned_bytes_per_second > 0 && pinned_->scrub_positions() > 0;
   const bool disk = options_.disk_bytes_per_second > 0;
