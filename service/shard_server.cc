@@ -272,7 +272,7 @@ absl::StatusOr<uint64_t> TierBudget(const ShardServerOptions& options, const std
   }
   const uint64_t tier = budget - fixed;
   const uint64_t whole = footprint.whole_shard_budget();
-  if (cuckoo && options.direct_io && budget < whole) {
+  if (cuckoo && options.direct_io && !footprint.HoldsWholeShard(budget)) {
     return absl::FailedPreconditionError(absl::StrCat(
         "shard directory ", dir, " holds a cuckoo tail, which is read through the page cache, ",
         "outside --ram-budget ", budget, ": raise --ram-budget to at least ", whole,

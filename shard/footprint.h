@@ -5,7 +5,8 @@
 // files (its table readers: index and filter blocks, resident as long as
 // the store is open, whatever the hot tier holds), then the hot tier. A
 // budget below the first part is refused; one of at least
-// whole_shard_budget() pins every row, so the tail is never read.
+// whole_shard_budget() pins every row, so the tail is never read, at this
+// and every later open of the store.
 #ifndef ENGRAM_SHARD_FOOTPRINT_H_
 #define ENGRAM_SHARD_FOOTPRINT_H_
 
@@ -22,7 +23,20 @@ namespace engram {
 struct ShardFootprint {
   uint64_t fixed_bytes = 0;       // RocksDB's index of the table files
   uint64_t whole_tier_bytes = 0;  // the hot tier that pins every row (HotTierWholeShardBytes)
-  uint64_t whole_shard_budget() const { return fixed_bytes + whole_tier_bytes; }
+
+  // RocksDB's estimate of its index counts the usable size of each
+  // allocation, which moves by a few bytes from one open of the store to
+  // the next (16 of 4,768 seen), so a budget advised from one open must
+  // hold at the next: fixed_bytes / 256 + 64 KiB to spare.
+  uint64_t slack_bytes() const { return fixed_bytes / 256 + (uint64_t{64} << 10); }
+  // The budget to advise for pinning every row: the index, the whole tier
+  // and the slack.
+  uint64_t whole_shard_budget() const { return fixed_bytes + whole_tier_bytes + slack_bytes(); }
+  // Whether `budget` pins every row with the index as measured here (no
+  // slack: the test a shard server makes of its own store).
+  bool HoldsWholeShard(uint64_t budget) const {
+    return budget >= fixed_bytes && budget - fixed_bytes >= whole_tier_bytes;
+  }
 };
 
 // The fixed part of a store's footprint, read from its RowStore::Stats()
