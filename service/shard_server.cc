@@ -416,6 +416,8 @@ uint64_t ShardServer::hot_bytes() const {
   return t->tier().pinned_bytes() + t->tier().cached_bytes();
 }
 
+uint64_t ShardServer::hot_tier_budget() const { return service_->table()->tier().budget_bytes(); }
+
 absl::StatusOr<ActivateResult> ShardServer::Activate(uint64_t version) {
   absl::MutexLock lock(&activate_mutex_);
   std::shared_ptr<ServingTable> current = service_->table();

@@ -193,6 +193,9 @@ class ShardServer {
   std::string tail_access() const;
   // Bytes the hot tier holds now (pinned + cached).
   uint64_t hot_bytes() const;
+  // The hot tier's budget: options.ram_budget_bytes less the store's fixed
+  // bytes as measured when the version served was opened (0 = unbounded).
+  uint64_t hot_tier_budget() const;
 
   // Switches to table version `version`, imported beside the served one
   // into <versions_dir>/v<version>, while serving (the EngramAdmin/Activate
