@@ -4,7 +4,9 @@
 // without harm to the connection's other requests.
 #include "service/stream_server.h"
 
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -326,7 +328,9 @@ TEST_F(StreamServerTest, AClientThatStopsReadingIsDisconnected) {
   EXPECT_TRUE(n == 0 || errno == ECONNRESET) << std::strerror(errno);
   EXPECT_LT(received, size_t{200} * 4000 * 66);
   server_->Shutdown(absl::Seconds(1));
-  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  // Shutdown returned: the server did not hang on the silent peer (the bound
+  // only turns a very long hang into a failure).
+  EXPECT_LT(absl::Now() - start, absl::Seconds(60));
   ::close(fd);
 }
 
@@ -365,13 +369,20 @@ TEST_F(StreamServerTest, APeerThatDoesNotReadNeverHoldsTheDiskReaders) {
   const int other = Connect();
   ASSERT_GE(other, 0);
   const std::vector<uint64_t> few(ids.begin(), ids.begin() + 50);
-  const absl::Time start = absl::Now();
+  // A reader held by the stuck peer would never answer: the receive timeout
+  // only turns that hang into a failure (it is no speed bound).
+  const timeval hang{.tv_sec = 120, .tv_usec = 0};
+  ::setsockopt(other, SOL_SOCKET, SO_RCVTIMEO, &hang, sizeof(hang));
   SendFrame(other, 1, stream::kLookup, LookupBytes(1, few));
   const Reply r = ReadReply(other);
-  const absl::Duration took = absl::Now() - start;
-  EXPECT_EQ(r.code, 0u);
+  EXPECT_EQ(r.code, 0u) << "the disk reader waited on a peer that does not read";
   EXPECT_EQ(Rows(r, few.size() * map_->row_bytes[1]), testing::ExpectedRows(*table_, 1, few));
-  EXPECT_LT(took, absl::Seconds(2)) << "the disk reader waited on a peer that does not read";
+  // ... and it was answered while the stuck peer's answers were still
+  // unread: not all of their bytes have reached its socket (the sockets
+  // hold far less than the 60 answers).
+  int queued = 0;
+  ASSERT_EQ(::ioctl(stuck, FIONREAD, &queued), 0) << std::strerror(errno);
+  EXPECT_LT(static_cast<size_t>(queued), kRequests * expected.size());
 
   std::vector<bool> seen(kRequests, false);
   for (int i = 0; i < kRequests; ++i) {

@@ -318,7 +318,9 @@ TEST_F(ShardClusterTest, AStoppedShardFailsTheStepAtTheDeadline) {
       EXPECT_NE(s.message().find("step_deadline"), std::string::npos) << s;
     }
     EXPECT_GE(took, kDeadline);
-    EXPECT_LT(took, kDeadline + absl::Seconds(2)) << "the deadline was not enforced";
+    // Unenforced, the step would wait on the stopped shard for good (or the
+    // 60 s RPC deadline): 20 s is no speed bound, only that line.
+    EXPECT_LT(took, kDeadline + absl::Seconds(20)) << "the deadline was not enforced";
     const absl::Status after = runner.RunUntilOk();
     EXPECT_TRUE(after.ok()) << after;
   }
