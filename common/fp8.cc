@@ -39,9 +39,9 @@ constexpr std::array<float, 256> kE4m3Table = MakeE4m3Table();
 
 // f32 bits -> bf16 bits, round to nearest even; NaN kept quiet.
 constexpr uint16_t Bf16FromBits(uint32_t u) {
-  const uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
-  const uint32_t quiet_nan = (u >> 16) | 0x40u;
-  return static_cast<uint16_t>((u & 0x7FFFFFFFu) > 0x7F800000u ? quiet_nan : rounded);
+  uint32_t bf16 = 0;
+  RoundToBf16Bits(u, &bf16);
+  return static_cast<uint16_t>(bf16);
 }
 
 inline float E8m0Scale(uint8_t e) {

@@ -54,6 +54,18 @@ uint8_t FloatToE8m0(float x);
 // with its sign.
 uint16_t FloatToBf16(float x);
 
+// FloatToBf16 on bits: `bf16` = the bf16 bits of the f32 whose bits are
+// `f32` (in the low 16 bits). U is uint32_t or a GCC/Clang vector of
+// uint32_t, rounded lane by lane, so that vectorised decoders round as
+// FloatToBf16 does. Vectors are passed by reference: by value, one wider than
+// the caller's ISA would change the ABI.
+template <typename U>
+[[gnu::always_inline]] constexpr void RoundToBf16Bits(const U& f32, U* bf16) {
+  const U rounded = (f32 + 0x7FFFu + ((f32 >> 16) & 1u)) >> 16;
+  const U quiet_nan = (f32 >> 16) | 0x40u;
+  *bf16 = (f32 & 0x7FFFFFFFu) > 0x7F800000u ? quiet_nan : rounded;
+}
+
 // Dequantises `n_rows` consecutive stored rows (each RowBytes(head_dim,
 // scale_block) bytes) into out[n_rows * head_dim] floats.
 // REQUIRES: scale_block > 0 and head_dim % scale_block == 0.
