@@ -245,6 +245,9 @@ int EngramClient::n_cols() const { return impl_->n_cols; }
 int EngramClient::n_shards() const { return impl_->n_shards; }
 int EngramClient::row_bytes(int layer) const { return impl_->manifest.layers[layer].row_bytes; }
 int EngramClient::head_dim(int layer) const { return impl_->manifest.layers[layer].head_dim; }
+RowEncoding EngramClient::encoding(int layer) const {
+  return impl_->manifest.layers[layer].encoding;
+}
 size_t EngramClient::OutputRowBytes(int layer, RowFormat format) const {
   switch (format) {
     case RowFormat::kRaw:

@@ -35,6 +35,7 @@
 #include "absl/time/time.h"
 #include "common/engram_hash.h"
 #include "common/layout.h"
+#include "common/row_encoding.h"
 
 namespace engram {
 
@@ -141,10 +142,12 @@ struct ClientOptions {
 };
 
 // How Wait writes rows.
+// kF32 and kBf16 decode the layer's encoding (encoding(layer)) bit for bit
+// as ggml's reference does (e4m3_e8m0 rows as common/fp8.h says).
 enum class RowFormat {
-  kRaw,   // the stored bytes: head_dim e4m3 codes, then the e8m0 scales
+  kRaw,   // the stored bytes, row_bytes(layer) of them, in the layer's encoding
   kF32,   // head_dim floats
-  kBf16,  // head_dim bf16 values (uint16_t)
+  kBf16,  // head_dim bf16 values (uint16_t), each f32 rounded to nearest even
 };
 
 // The n-gram state of one sequence (prefill, then decode steps).
@@ -232,6 +235,8 @@ class EngramClient {
   // Stored bytes per row and values per row of `layer`.
   int row_bytes(int layer) const;
   int head_dim(int layer) const;
+  // How layer's stored rows encode their values (the table manifest's).
+  RowEncoding encoding(int layer) const;
   // Bytes Wait writes per row in `format` for `layer`.
   size_t OutputRowBytes(int layer, RowFormat format) const;
 

@@ -7,7 +7,7 @@
 #include "client/engram_client.h"
 #include "client/engram_client_impl.h"
 #include "client/step_state.h"
-#include "common/fp8.h"
+#include "common/row_encoding.h"
 #include "common/status_macros.h"
 #include "common/table.h"
 
@@ -113,14 +113,14 @@ absl::Status Step::Wait(int layer, RowFormat format, std::span<uint8_t> out) {
       break;
     case RowFormat::kF32:
       for (size_t i = 0; i < n; ++i, o += orb) {
-        fp8::DequantizeRows(ly.src[i], 1, info.head_dim, info.scale_block,
-                            reinterpret_cast<float*>(o));
+        DecodeRows(info.encoding, ly.src[i], 1, info.head_dim, info.scale_block,
+                   reinterpret_cast<float*>(o));
       }
       break;
     case RowFormat::kBf16:
       for (size_t i = 0; i < n; ++i, o += orb) {
-        fp8::DequantizeRowsBf16(ly.src[i], 1, info.head_dim, info.scale_block,
-                                reinterpret_cast<uint16_t*>(o));
+        DecodeRows(info.encoding, ly.src[i], 1, info.head_dim, info.scale_block,
+                   reinterpret_cast<uint16_t*>(o));
       }
       break;
   }

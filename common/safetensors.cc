@@ -277,4 +277,32 @@ std::string BuildSafetensorsHeader(const std::vector<SafetensorsTensor>& tensors
   return out;
 }
 
+absl::StatusOr<std::map<std::string, std::string, std::less<>>> ParseSafetensorsIndex(
+    std::string_view text, std::string_view what) {
+  absl::StatusOr<nlohmann::json> j = ParseJson(text);
+  if (!j.ok())
+    return absl::InvalidArgumentError(absl::StrCat(std::string(what), ": ", j.status().message()));
+  auto wm = j->is_object() ? j->find("weight_map") : j->end();
+  if (!j->is_object() || wm == j->end() || !wm->is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(std::string(what), ": no \"weight_map\" object (tensor name -> file)"));
+  }
+  std::map<std::string, std::string, std::less<>> out;
+  for (auto it = wm->begin(); it != wm->end(); ++it) {
+    if (!it->is_string()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(std::string(what), ": weight_map[\"", it.key(), "\"] is not a file name"));
+    }
+    const std::string file = it->get<std::string>();
+    if (file.empty() || file == "." || file == ".." || file.find('/') != std::string::npos ||
+        file.find('\0') != std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(std::string(what), ": weight_map[\"", it.key(),
+                                                     "\"] = \"", file,
+                                                     "\" is not a file of the checkpoint"));
+    }
+    out.emplace(it.key(), file);
+  }
+  return out;
+}
+
 }  // namespace engram

@@ -76,6 +76,14 @@ absl::StatusOr<SafetensorsHeader> ReadSafetensorsHeader(const std::string& path)
 std::string BuildSafetensorsHeader(const std::vector<SafetensorsTensor>& tensors,
                                    const std::map<std::string, std::string>& metadata);
 
+// Parses a sharded checkpoint's model.safetensors.index.json: its
+// "weight_map" (tensor name -> file name, a plain name inside the
+// checkpoint directory). InvalidArgument naming `what` for anything else
+// (not JSON, no weight_map object, a value that is not a string or leaves
+// the directory).
+absl::StatusOr<std::map<std::string, std::string, std::less<>>> ParseSafetensorsIndex(
+    std::string_view text, std::string_view what);
+
 // Positional I/O helpers for tensor data (retry on EINTR and short
 // transfers; do not move the file offset; safe to call concurrently).
 // PreadFully: DataLoss at end of file. `what` names the file in errors.

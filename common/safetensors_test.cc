@@ -106,5 +106,31 @@ TEST(SafetensorsMalformed, NestingUpToTheLimitIsAccepted) {
   EXPECT_EQ(h->metadata.at("s"), "[[[[\"{{");
 }
 
+TEST(SafetensorsIndex, WeightMapAndRefusals) {
+  const auto m = ParseSafetensorsIndex(
+      R"({"metadata": {"total_size": 1}, "weight_map": {
+           "layers.1.engram.embed.weight": "model-00047-of-00048.safetensors",
+           "layers.14.engram.embed.scale": "model-00048-of-00048.safetensors"}})",
+      "index.json");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->size(), 2u);
+  EXPECT_EQ(m->at("layers.1.engram.embed.weight"), "model-00047-of-00048.safetensors");
+  const struct {
+    const char* json;
+    const char* message;
+  } bad[] = {
+      {"[", "index.json: "},
+      {R"({"metadata": {}})", "no \"weight_map\" object"},
+      {R"({"weight_map": {"a": 3}})", "weight_map[\"a\"] is not a file name"},
+      {R"({"weight_map": {"a": "../x.safetensors"}})", "is not a file of the checkpoint"},
+      {R"({"weight_map": {"a": ".."}})", "is not a file of the checkpoint"},
+  };
+  for (const auto& c : bad) {
+    const auto r = ParseSafetensorsIndex(c.json, "index.json");
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << c.json;
+    EXPECT_NE(r.status().message().find(c.message), std::string::npos) << r.status();
+  }
+}
+
 }  // namespace
 }  // namespace engram

@@ -50,44 +50,77 @@ std::string SourceChecksum(const std::vector<std::string>& layer_checksums) {
   return FormatChecksum(XXH3_64bits(all.data(), all.size()));
 }
 
+absl::Status LocateFp8Tensor(const SafetensorsHeader& header, const std::string& path,
+                             const LayerInfo& l, const std::string& name, std::string_view dtype,
+                             uint64_t* offset) {
+  const std::string at =
+      absl::StrCat(path, ": tensor ", name, " (layer ", l.index, ", layer_id ", l.layer_id, ")");
+  const SafetensorsTensor* t = header.Find(name);
+  if (t == nullptr) return absl::NotFoundError(absl::StrCat(at, " not found"));
+  if (t->dtype != dtype) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(at, " has dtype ", t->dtype, ", expected ", std::string(dtype)));
+  }
+  const uint64_t cols = static_cast<uint64_t>(dtype == kWeightDtype ? l.head_dim : l.scale_bytes());
+  if (t->shape != std::vector<uint64_t>{l.rows, cols}) {
+    return absl::InvalidArgumentError(absl::StrCat(at, " has shape [", absl::StrJoin(t->shape, ","),
+                                                   "], expected [", l.rows, ",", cols, "]"));
+  }
+  *offset = header.data_start + t->begin;
+  return absl::OkStatus();
+}
+
+absl::Status ReadFp8Rows(const Fp8Tensors& t, const LayerInfo& l, uint64_t first, uint64_t n,
+                         uint8_t* out) {
+  if (n == 0) return absl::OkStatus();
+  const size_t hd = static_cast<size_t>(l.head_dim);
+  const size_t sc = static_cast<size_t>(l.scale_bytes());
+  const size_t rb = static_cast<size_t>(l.row_bytes);
+  // Weights go to the tail of `out` and are moved forward row by row; row
+  // i's destination [i*rb, (i+1)*rb) never reaches the source of row i+1.
+  uint8_t* weights = out + n * sc;
+  RETURN_IF_ERROR(PreadFully(t.weight_fd, weights, n * hd, t.weight_offset + first * hd, t.path));
+  uint8_t small[512];
+  std::unique_ptr<uint8_t[]> big;
+  uint8_t* scales = small;
+  if (n * sc > sizeof(small)) {
+    big.reset(new uint8_t[n * sc]);
+    scales = big.get();
+  }
+  RETURN_IF_ERROR(PreadFully(t.scale_fd, scales, n * sc, t.scale_offset + first * sc, t.path));
+  for (size_t i = 0; i < n; ++i) {
+    std::memmove(out + i * rb, weights + i * hd, hd);
+    std::memcpy(out + i * rb + hd, scales + i * sc, sc);
+  }
+  return absl::OkStatus();
+}
+
 // ------------------------------------------------------------------ reader
 
 absl::StatusOr<std::unique_ptr<TableReader>> TableReader::Open(const std::string& table_dir) {
   ASSIGN_OR_RETURN(TableManifest m, TableManifest::Load(table_dir));
   std::unique_ptr<TableReader> r(new TableReader());
   r->manifest_ = std::move(m);
+  if (r->manifest_.rows_file.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        table_dir, " holds a table's manifest only (engramctl manifest); its rows are in ",
+        r->manifest_.source_kind, " ", r->manifest_.source_path, ": import from there with --",
+        r->manifest_.source_kind == "gguf" ? "gguf" : "checkpoint"));
+  }
   r->rows_path_ = JoinPath(table_dir, r->manifest_.rows_file);
   const std::string& path = r->rows_path_;
   r->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (r->fd_ < 0) return ErrnoStatus(absl::StrCat("cannot open rows file ", path), errno);
   ASSIGN_OR_RETURN(SafetensorsHeader h, ReadSafetensorsHeader(r->fd_, path));
   r->header_ = std::move(h);
-  // Finds a layer's tensor, checks dtype and shape, returns its offset.
-  auto check = [&](const LayerInfo& l, const std::string& name, const char* dtype, int cols,
-                   uint64_t* offset) -> absl::Status {
-    const std::string at =
-        absl::StrCat(path, ": tensor ", name, " (layer ", l.index, ", layer_id ", l.layer_id, ")");
-    const SafetensorsTensor* t = r->header_.Find(name);
-    if (t == nullptr) return absl::NotFoundError(absl::StrCat(at, " not found"));
-    if (t->dtype != dtype) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(at, " has dtype ", t->dtype, ", manifest expects ", dtype));
-    }
-    const uint64_t c = static_cast<uint64_t>(cols);
-    if (t->shape != std::vector<uint64_t>{l.rows, c}) {
-      return absl::InvalidArgumentError(absl::StrCat(at, " has shape [",
-                                                     absl::StrJoin(t->shape, ","),
-                                                     "], manifest expects [", l.rows, ",", c, "]"));
-    }
-    *offset = r->header_.data_start + t->begin;
-    return absl::OkStatus();
-  };
   for (const LayerInfo& l : r->manifest_.layers) {
-    LayerExtent ext{};
-    RETURN_IF_ERROR(
-        FirstError({check(l, l.weight_tensor, kWeightDtype, l.head_dim, &ext.weight_offset),
-                    check(l, l.scale_tensor, kScaleDtype, l.scale_bytes(), &ext.scale_offset)}));
-    r->extents_.push_back(ext);
+    Fp8Tensors t;
+    t.weight_fd = t.scale_fd = r->fd_;
+    t.path = path;
+    RETURN_IF_ERROR(FirstError(
+        {LocateFp8Tensor(r->header_, path, l, l.weight_tensor, kWeightDtype, &t.weight_offset),
+         LocateFp8Tensor(r->header_, path, l, l.scale_tensor, kScaleDtype, &t.scale_offset)}));
+    r->tensors_.push_back(t);
   }
   return r;
 }
@@ -107,35 +140,7 @@ absl::Status TableReader::ReadRows(int layer, uint64_t first, uint64_t n, uint8_
                                               ") out of range for layer ", layer, " with ", l.rows,
                                               " rows"));
   }
-  if (n == 0) return absl::OkStatus();
-  const size_t hd = static_cast<size_t>(l.head_dim);
-  const size_t sc = static_cast<size_t>(l.scale_bytes());
-  const size_t rb = static_cast<size_t>(l.row_bytes);
-  // Weights go to the tail of `out` and are moved forward row by row; row
-  // i's destination [i*rb, (i+1)*rb) never reaches the source of row i+1.
-  uint8_t* weights = out + n * sc;
-  if (auto s =
-          PreadFully(fd_, weights, n * hd, extents_[layer].weight_offset + first * hd, rows_path_);
-      !s.ok()) {
-    return s;
-  }
-  uint8_t small[512];
-  std::unique_ptr<uint8_t[]> big;
-  uint8_t* scales = small;
-  if (n * sc > sizeof(small)) {
-    big.reset(new uint8_t[n * sc]);
-    scales = big.get();
-  }
-  if (auto s =
-          PreadFully(fd_, scales, n * sc, extents_[layer].scale_offset + first * sc, rows_path_);
-      !s.ok()) {
-    return s;
-  }
-  for (size_t i = 0; i < n; ++i) {
-    std::memmove(out + i * rb, weights + i * hd, hd);
-    std::memcpy(out + i * rb + hd, scales + i * sc, sc);
-  }
-  return absl::OkStatus();
+  return ReadFp8Rows(tensors_[layer], l, first, n, out);
 }
 
 absl::Status TableReader::VerifyChecksums(
@@ -188,9 +193,8 @@ absl::StatusOr<std::unique_ptr<TableWriter>> TableWriter::Create(const std::stri
     l.checksum.clear();
     if (l.weight_tensor.empty()) l.weight_tensor = EngramWeightTensorName(l.layer_id);
     if (l.scale_tensor.empty()) l.scale_tensor = EngramScaleTensorName(l.layer_id);
-    if (l.row_bytes == 0) {
-      const int64_t row_bytes = table_internal::StoredRowBytes(l.head_dim, l.scale_block);
-      if (row_bytes <= INT32_MAX) l.row_bytes = static_cast<int>(row_bytes);  // else Validate says
+    if (l.row_bytes == 0) {  // else Validate says what is wrong
+      l.row_bytes = EncodedRowBytes(l.encoding, l.head_dim, l.scale_block).value_or(0);
     }
   }
   if (manifest.rows_file.empty()) manifest.rows_file = kDefaultRowsFile;

@@ -22,6 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/layout.h"
+#include "common/row_encoding.h"
 #include "common/safetensors.h"
 
 namespace engram {
@@ -52,20 +53,32 @@ struct LayerInfo {
   int index = 0;         // position in TableManifest::layers and the layout
   int64_t layer_id = 0;  // transformer layer (layout.engram_layer_ids[index])
   uint64_t rows = 0;     // == layout.table_rows[index]
-  int head_dim = 0;
-  int scale_block = 0;  // head_dim % scale_block == 0
-  int row_bytes = 0;    // head_dim + head_dim / scale_block
+  // How a stored row encodes its head_dim values (common/row_encoding.h);
+  // "encoding" in manifest.json, absent = e4m3_e8m0.
+  RowEncoding encoding = RowEncoding::kFp8;
+  int head_dim = 0;     // values per row
+  int scale_block = 0;  // kFp8: values per e8m0 scale (head_dim % scale_block == 0); else 0
+  int row_bytes = 0;    // EncodedRowBytes(encoding, head_dim, scale_block)
+  // The source's tensor(s) of the layer: kFp8 the weight and scale tensors
+  // of a checkpoint or rows file; other encodings the GGUF tensor, and no
+  // scale tensor.
   std::string weight_tensor, scale_tensor;
   std::string checksum;  // "xxh3_64:<16 hex>"; empty before writing
 
-  int scale_bytes() const { return row_bytes - head_dim; }
+  int scale_bytes() const { return row_bytes - head_dim; }  // kFp8 only
 };
 
 // The manifest of a table. A plain value type.
 struct TableManifest {
   std::string table;
   uint64_t version = 0;
-  std::string rows_file = kDefaultRowsFile;  // relative to the table dir
+  // Relative to the table dir. Empty in a manifest-only table directory
+  // (`engramctl manifest`): the layout, geometry and checksums a worker
+  // needs, the rows staying in the source named below.
+  std::string rows_file = kDefaultRowsFile;
+  // Informational: the file(s) the table was described from, "checkpoint"
+  // or "gguf" and a path; empty for a table written with its rows.
+  std::string source_kind, source_path;
   HashLayout layout;
   std::vector<LayerInfo> layers;
 
@@ -82,11 +95,12 @@ struct TableManifest {
   static absl::StatusOr<TableManifest> FromJson(std::string_view text);
 
   // Validates the layout and the layers against it: one layer per layout
-  // layer, index/layer_id/rows matching the layout, head_dim/scale_block/
-  // row_bytes consistent (computed without int overflow), the layers' rows
-  // summing within 64 bits, tensor names and rows_file non-empty (rows_file
-  // a plain relative path). With require_checksums, every checksum must be
-  // well-formed.
+  // layer, index/layer_id/rows matching the layout, encoding/head_dim/
+  // scale_block/row_bytes consistent (computed without int overflow), the
+  // layers' rows summing within 64 bits, tensor names non-empty (a scale
+  // tensor for kFp8 only), rows_file empty or a plain relative path, and a
+  // table with a rows file holding kFp8 layers only (the rows file format).
+  // With require_checksums, every checksum must be well-formed.
   absl::Status Validate(bool require_checksums) const;
 
   // Writes <table_dir>/manifest.json atomically (temp file, fsync, rename).
@@ -100,6 +114,32 @@ struct TableManifest {
   std::string source_checksum() const;
 };
 
+// Where one layer's kFp8 rows lie in safetensors file(s): the weight tensor
+// [rows, head_dim] (F8_E4M3) and the scale tensor [rows, head_dim /
+// scale_block] (F8_E8M0), each at an absolute offset of an open file (the
+// same file or two). A plain value; the caller owns the descriptors.
+struct Fp8Tensors {
+  int weight_fd = -1;
+  uint64_t weight_offset = 0;
+  int scale_fd = -1;
+  uint64_t scale_offset = 0;
+  std::string path;  // for messages
+};
+
+// Finds tensor `name` of layer `l` in `header` (of the file at `path`),
+// checks its dtype (kWeightDtype or kScaleDtype) and its shape ([rows,
+// head_dim] or [rows, scale_bytes()]), and gives its absolute offset.
+// NotFound or InvalidArgument naming the file, tensor and layer.
+absl::Status LocateFp8Tensor(const SafetensorsHeader& header, const std::string& path,
+                             const LayerInfo& l, const std::string& name, std::string_view dtype,
+                             uint64_t* offset);
+
+// Reads stored rows [first, first + n) of layer `l` into out[n *
+// l.row_bytes]: each row's weight bytes then its scale bytes (pread only;
+// thread-safe). REQUIRES: the rows lie inside the layer.
+absl::Status ReadFp8Rows(const Fp8Tensors& tensors, const LayerInfo& l, uint64_t first, uint64_t n,
+                         uint8_t* out);
+
 // Read-only access to a table's rows. Thread-safe: any number of threads may
 // call the const methods concurrently (they use pread only).
 class TableReader {
@@ -108,7 +148,8 @@ class TableReader {
   // header against the manifest: each layer's weight/scale tensor exists with
   // the right dtype and shape, and lies inside the file. Errors name the file
   // and tensor: NotFound (no manifest / rows file), DataLoss (truncated
-  // file), InvalidArgument (mismatch).
+  // file), InvalidArgument (mismatch), FailedPrecondition for a
+  // manifest-only directory (naming the source to import from instead).
   static absl::StatusOr<std::unique_ptr<TableReader>> Open(const std::string& table_dir);
   ~TableReader();
   TableReader(const TableReader&) = delete;
@@ -133,16 +174,12 @@ class TableReader {
       const std::function<void(uint64_t done, uint64_t total)>& progress = nullptr) const;
 
  private:
-  struct LayerExtent {
-    uint64_t weight_offset;  // absolute file offsets
-    uint64_t scale_offset;
-  };
   TableReader() = default;
 
   TableManifest manifest_;
   std::string rows_path_;
   SafetensorsHeader header_;
-  std::vector<LayerExtent> extents_;
+  std::vector<Fp8Tensors> tensors_;  // per layer, both in fd_
   int fd_ = -1;
 };
 

@@ -25,12 +25,6 @@ inline std::string JoinPath(const std::string& dir, const std::string& name) {
   return dir.back() == '/' ? dir + name : dir + "/" + name;
 }
 
-// head_dim + head_dim / scale_block computed in 64 bits, so no int of a
-// manifest can overflow it; 0 unless scale_block > 0.
-inline int64_t StoredRowBytes(int head_dim, int scale_block) {
-  return scale_block > 0 ? int64_t{head_dim} + head_dim / scale_block : 0;
-}
-
 // The first error of a list of statuses, or OK.
 inline absl::Status FirstError(std::initializer_list<absl::Status> all) {
   for (const absl::Status& s : all) {

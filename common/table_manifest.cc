@@ -27,7 +27,6 @@ using nlohmann::json;
 using table_internal::ErrnoStatus;
 using table_internal::FirstError;
 using table_internal::JoinPath;
-using table_internal::StoredRowBytes;
 
 absl::Status Bad(absl::string_view msg) {
   return absl::InvalidArgumentError(absl::StrCat("table manifest: ", msg));
@@ -104,18 +103,23 @@ bool SafeRelativePath(const std::string& p) {
   return true;
 }
 
+// kFp8 layers keep the fields manifests had before encodings existed
+// (dtypes, scale block and tensor); other encodings name their one tensor.
 json LayerToJson(const LayerInfo& l) {
   json j;
   j["index"] = l.index;
   j["layer_id"] = l.layer_id;
   j["rows"] = l.rows;
+  j["encoding"] = RowEncodingName(l.encoding);
   j["head_dim"] = l.head_dim;
-  j["scale_block"] = l.scale_block;
+  if (l.encoding == RowEncoding::kFp8) j["scale_block"] = l.scale_block;
   j["row_bytes"] = l.row_bytes;
-  j["weight_dtype"] = kWeightDtype;
-  j["scale_dtype"] = kScaleDtype;
+  if (l.encoding == RowEncoding::kFp8) {
+    j["weight_dtype"] = kWeightDtype;
+    j["scale_dtype"] = kScaleDtype;
+  }
   j["weight_tensor"] = l.weight_tensor;
-  j["scale_tensor"] = l.scale_tensor;
+  if (l.encoding == RowEncoding::kFp8) j["scale_tensor"] = l.scale_tensor;
   j["checksum"] = l.checksum;
   return j;
 }
@@ -124,14 +128,21 @@ absl::StatusOr<LayerInfo> LayerFromJson(const json& j, size_t i) {
   const std::string at = absl::StrCat("layers[", i, "]: ");
   if (!j.is_object()) return Bad(absl::StrCat(at, "not an object"));
   LayerInfo l;
+  std::string encoding(RowEncodingName(RowEncoding::kFp8));
+  if (j.contains("encoding")) RETURN_IF_ERROR(Get(j, "encoding", at, &encoding));
+  absl::StatusOr<RowEncoding> e = ParseRowEncoding(encoding);
+  if (!e.ok()) return Bad(absl::StrCat(at, e.status().message()));
+  l.encoding = *e;
+  RETURN_IF_ERROR(FirstError({Get(j, "index", at, &l.index), Get(j, "layer_id", at, &l.layer_id),
+                              Get(j, "rows", at, &l.rows), Get(j, "head_dim", at, &l.head_dim),
+                              Get(j, "row_bytes", at, &l.row_bytes),
+                              Get(j, "weight_tensor", at, &l.weight_tensor),
+                              Get(j, "checksum", at, &l.checksum)}));
+  if (l.encoding != RowEncoding::kFp8) return l;
   std::string weight_dtype, scale_dtype;
   RETURN_IF_ERROR(FirstError(
-      {Get(j, "index", at, &l.index), Get(j, "layer_id", at, &l.layer_id),
-       Get(j, "rows", at, &l.rows), Get(j, "head_dim", at, &l.head_dim),
-       Get(j, "scale_block", at, &l.scale_block), Get(j, "row_bytes", at, &l.row_bytes),
-       Get(j, "weight_dtype", at, &weight_dtype), Get(j, "scale_dtype", at, &scale_dtype),
-       Get(j, "weight_tensor", at, &l.weight_tensor), Get(j, "scale_tensor", at, &l.scale_tensor),
-       Get(j, "checksum", at, &l.checksum)}));
+      {Get(j, "scale_block", at, &l.scale_block), Get(j, "weight_dtype", at, &weight_dtype),
+       Get(j, "scale_dtype", at, &scale_dtype), Get(j, "scale_tensor", at, &l.scale_tensor)}));
   if (weight_dtype != kWeightDtype || scale_dtype != kScaleDtype) {
     return Bad(absl::StrCat(at, "dtypes ", weight_dtype, "/", scale_dtype,
                             " unsupported; expected ", kWeightDtype, "/", kScaleDtype));
@@ -157,8 +168,7 @@ absl::StatusOr<TableManifest> TableManifest::ForLayout(std::string table, uint64
     l.rows = static_cast<uint64_t>(m.layout.table_rows[i]);
     l.head_dim = head_dim;
     l.scale_block = scale_block;
-    const int64_t row_bytes = StoredRowBytes(head_dim, scale_block);
-    l.row_bytes = row_bytes <= INT32_MAX ? static_cast<int>(row_bytes) : 0;
+    l.row_bytes = EncodedRowBytes(RowEncoding::kFp8, head_dim, scale_block).value_or(0);
     l.weight_tensor = EngramWeightTensorName(l.layer_id);
     l.scale_tensor = EngramScaleTensorName(l.layer_id);
     m.layers.push_back(std::move(l));
@@ -169,7 +179,7 @@ absl::StatusOr<TableManifest> TableManifest::ForLayout(std::string table, uint64
 
 absl::Status TableManifest::Validate(bool require_checksums) const {
   if (table.empty()) return Bad("table name is empty");
-  if (!SafeRelativePath(rows_file)) {
+  if (!rows_file.empty() && !SafeRelativePath(rows_file)) {
     return Bad(
         absl::StrCat("rows_file \"", rows_file, "\" must be a relative path inside the table"));
   }
@@ -193,22 +203,38 @@ absl::Status TableManifest::Validate(bool require_checksums) const {
       return Bad(absl::StrCat(at, "rows ", l.rows, " != layout.table_rows[", i, "] ",
                               layout.table_rows[i]));
     }
-    if (l.head_dim <= 0 || l.scale_block <= 0 || l.head_dim % l.scale_block != 0) {
+    const bool fp8 = l.encoding == RowEncoding::kFp8;
+    if (fp8 && (l.head_dim <= 0 || l.scale_block <= 0 || l.head_dim % l.scale_block != 0)) {
       return Bad(absl::StrCat(at, "head_dim ", l.head_dim,
                               " must be a positive multiple of scale_block ", l.scale_block));
+    }
+    if (!fp8 && l.scale_block != 0) {
+      return Bad(
+          absl::StrCat(at, "scale_block is for e4m3_e8m0 rows, not ", RowEncodingName(l.encoding)));
     }
     if (__builtin_add_overflow(total_rows, l.rows, &total_rows)) {
       return Bad(absl::StrCat(at, "the layers hold more than 2^64 rows in total"));
     }
-    if (l.row_bytes != StoredRowBytes(l.head_dim, l.scale_block)) {
-      return Bad(
-          absl::StrCat(at, "row_bytes ", l.row_bytes, " != head_dim + ", "head_dim / scale_block"));
+    absl::StatusOr<int> row_bytes = EncodedRowBytes(l.encoding, l.head_dim, l.scale_block);
+    if (!row_bytes.ok()) return Bad(absl::StrCat(at, row_bytes.status().message()));
+    if (l.row_bytes != *row_bytes) {
+      return Bad(absl::StrCat(at, "row_bytes ", l.row_bytes, " != ", *row_bytes, " (",
+                              RowEncodingName(l.encoding), ", head_dim ", l.head_dim, ")"));
     }
-    if (l.weight_tensor.empty() || l.scale_tensor.empty()) {
+    if (!rows_file.empty() && !fp8) {
+      return Bad(absl::StrCat(at, "a rows file holds e4m3_e8m0 rows only, not ",
+                              RowEncodingName(l.encoding)));
+    }
+    // A rows file holds a kFp8 layer in two tensors; a source may hold its
+    // stored rows in one (a ds4 GGUF).
+    if (l.weight_tensor.empty() || (fp8 && !rows_file.empty() && l.scale_tensor.empty())) {
       return Bad(absl::StrCat(at, "empty tensor name"));
     }
+    if (!fp8 && !l.scale_tensor.empty()) {
+      return Bad(absl::StrCat(at, "a scale tensor without e4m3_e8m0 rows"));
+    }
     for (const std::string* n : {&l.weight_tensor, &l.scale_tensor}) {
-      if (!names.insert(*n).second) {
+      if (!n->empty() && !names.insert(*n).second) {
         return Bad(absl::StrCat(at, "tensor ", *n, " used twice"));
       }
     }
@@ -238,6 +264,10 @@ std::string TableManifest::ToJson() const {
   absl::StrAppend(&out, "  \"table\": ", json(table).dump(), ",\n");
   absl::StrAppend(&out, "  \"version\": ", version, ",\n");
   absl::StrAppend(&out, "  \"rows_file\": ", json(rows_file).dump(), ",\n");
+  if (!source_kind.empty()) {
+    absl::StrAppend(
+        &out, "  \"source\": ", json({{"kind", source_kind}, {"path", source_path}}).dump(), ",\n");
+  }
   out += "  \"layers\": [";
   for (size_t i = 0; i < layers.size(); ++i) {
     absl::StrAppend(&out, i ? ",\n    " : "\n    ", LayerToJson(layers[i]).dump());
@@ -264,6 +294,11 @@ absl::StatusOr<TableManifest> TableManifest::FromJson(std::string_view text) {
   }
   RETURN_IF_ERROR(FirstError({Get(j, "table", "", &m.table), Get(j, "version", "", &m.version),
                               Get(j, "rows_file", "", &m.rows_file)}));
+  if (auto src = j.find("source"); src != j.end()) {
+    if (!src->is_object()) return Bad("member \"source\" must be an object");
+    RETURN_IF_ERROR(FirstError({Get(*src, "kind", "source: ", &m.source_kind),
+                                Get(*src, "path", "source: ", &m.source_path)}));
+  }
   auto lay = j.find("layout");
   if (lay == j.end()) return Bad("missing member \"layout\"");
   ASSIGN_OR_RETURN(HashLayout layout, LayoutFromJsonValue(*lay));

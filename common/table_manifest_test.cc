@@ -55,9 +55,15 @@ TEST(ManifestMalformed, EveryCaseGetsItsStatus) {
       {"head_dim INT_MAX, scale_block 1",
        absl::StrReplaceAll(json, {{"\"head_dim\":64", "\"head_dim\":2147483647"},
                                   {"\"scale_block\":32", "\"scale_block\":1"}}),
-       "row_bytes 66 != head_dim + head_dim / scale_block"},
+       "makes rows of more than 2^31 bytes"},
       {"row_bytes wrong", edit("\"row_bytes\":66", "\"row_bytes\":65"),
-       "row_bytes 65 != head_dim + head_dim / scale_block"},
+       "row_bytes 65 != 66 (e4m3_e8m0, head_dim 64)"},
+      {"unknown encoding", edit("\"encoding\":\"e4m3_e8m0\"", "\"encoding\":\"q4_0\""), "q4_0"},
+      {"q8_0 rows in a rows file",
+       absl::StrReplaceAll(json, {{"\"encoding\":\"e4m3_e8m0\"", "\"encoding\":\"q8_0\""},
+                                  {"\"scale_block\":32,", ""},
+                                  {"\"row_bytes\":66", "\"row_bytes\":68"}}),
+       "a rows file holds e4m3_e8m0 rows only, not q8_0"},
       {"rows disagree with the layout", edit("\"rows\":17", "\"rows\":18"),
        "rows 18 != layout.table_rows[0] 17"},
       {"checksum malformed", edit(FormatChecksum(42), "xxh3_64:XYZ"),
@@ -73,6 +79,37 @@ TEST(ManifestMalformed, EveryCaseGetsItsStatus) {
     EXPECT_NE(m.status().message().find(c.message), std::string::npos)
         << c.what << ": " << m.status();
   }
+}
+
+// A manifest-only table (engramctl manifest) of a Q8_0 GGUF: no rows file,
+// the source named, each layer's encoding kept through a round trip; a
+// manifest written before encodings existed reads as e4m3_e8m0.
+TEST(Manifest, EncodingsAndManifestOnlyRoundTrip) {
+  TableManifest m = Tiny();
+  m.rows_file.clear();
+  m.source_kind = "gguf";
+  m.source_path = "/models/x-00001-of-00002.gguf";
+  LayerInfo& l = m.layers[0];
+  l.encoding = RowEncoding::kQ8_0;
+  l.scale_block = 0;
+  l.row_bytes = 68;  // two 34-byte blocks of 32 values
+  l.weight_tensor = "blk.1.engram_embd.weight";
+  l.scale_tensor.clear();
+  ASSERT_TRUE(m.Validate(/*require_checksums=*/true).ok()) << m.Validate(true);
+  absl::StatusOr<TableManifest> back = TableManifest::FromJson(m.ToJson());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->ToJson(), m.ToJson());
+  EXPECT_EQ(back->layers[0].encoding, RowEncoding::kQ8_0);
+  EXPECT_EQ(back->source_kind, "gguf");
+  EXPECT_TRUE(back->rows_file.empty());
+  EXPECT_EQ(back->source_checksum(), m.source_checksum());
+
+  const std::string old =
+      absl::StrReplaceAll(Tiny().ToJson(), {{"\"encoding\":\"e4m3_e8m0\",", ""}});
+  ASSERT_EQ(old.find("encoding"), std::string::npos);
+  absl::StatusOr<TableManifest> legacy = TableManifest::FromJson(old);
+  ASSERT_TRUE(legacy.ok()) << legacy.status();
+  EXPECT_EQ(legacy->layers[0].encoding, RowEncoding::kFp8);
 }
 
 TEST(ManifestMalformed, RowsThatSumPast64Bits) {

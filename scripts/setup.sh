@@ -16,6 +16,8 @@ PACKAGES=(
   gnuplot-nox
   clang-format
   nodejs npm
+  # Unicode normalisation for the checkpoint import's token map (shard/token_map.h).
+  libicu-dev
   # The chart's renderer (tests/helm/render: Go text/template + Sprig) and
   # the tests' Python (chart contract, dashboard against Prometheus).
   golang-go golang-github-masterminds-sprig-dev golang-gopkg-yaml.v2-dev

@@ -56,6 +56,11 @@ ShardMetrics::ShardMetrics(metrics::Registry& registry, int n_layers)
                          .Help("The table version served (EngramAdmin/Activate switches it).")
                          .Register(registry)
                          .Add({})),
+      layer_row_bytes_(metrics::BuildGauge()
+                           .Name("engram_shard_layer_row_bytes")
+                           .Help("Stored bytes per row of each layer served, labelled with the "
+                                 "rows' encoding (docs/table-format.md, \"Row encodings\").")
+                           .Register(registry)),
       resident_(metrics::BuildGauge()
                     .Name("engram_shard_resident_bytes")
                     .Help("RAM the shard holds, by kind: pinned_rows, cached_rows, hot_index "
@@ -120,6 +125,18 @@ void ShardMetrics::RecordRows(uint32_t layer, const TierCounts& rows, uint64_t b
 void ShardMetrics::SetHotTierBytes(uint64_t pinned, uint64_t cached) {
   hot_pinned_bytes_.Set(static_cast<double>(pinned));
   hot_cached_bytes_.Set(static_cast<double>(cached));
+}
+
+void ShardMetrics::SetLayerEncodings(const std::vector<std::string>& encodings,
+                                     const std::vector<uint32_t>& row_bytes) {
+  for (metrics::Gauge* g : layer_encodings_) g->Set(0);
+  layer_encodings_.clear();
+  for (size_t l = 0; l < encodings.size(); ++l) {
+    metrics::Gauge& g =
+        layer_row_bytes_.Add({{"layer", std::to_string(l)}, {"encoding", encodings[l]}});
+    g.Set(static_cast<double>(row_bytes[l]));
+    layer_encodings_.push_back(&g);
+  }
 }
 
 void ShardMetrics::SetResident(const Resident& r, uint64_t budget_bytes) {

@@ -10,6 +10,9 @@
 //   engram_shard_data_loss_total                     counter
 //   engram_shard_hot_tier_bytes{part}                gauge (pinned|cached)
 //   engram_shard_table_version                       gauge (the version served)
+//   engram_shard_layer_row_bytes{layer,encoding}     gauge (stored bytes per row of
+//                                                    the table served; 0 for an encoding
+//                                                    no longer served)
 //   engram_shard_rocksdb_*                           gauges (RowStore::Stats())
 //
 // Lookups over the row stream count under method="Lookup" like gRPC's.
@@ -80,6 +83,10 @@ class ShardMetrics {
   };
   void SetResident(const Resident& resident, uint64_t budget_bytes);
   void SetTableVersion(uint64_t version) { table_version_.Set(static_cast<double>(version)); }
+  // Each layer's row encoding (common/row_encoding.h name) and stored row
+  // bytes, for the table now served. REQUIRES: one entry per layer.
+  void SetLayerEncodings(const std::vector<std::string>& encodings,
+                         const std::vector<uint32_t>& row_bytes);
   // Each stat `rocksdb_x` becomes gauge engram_shard_rocksdb_x; names that
   // are not valid metric names are skipped.
   void SetStoreStats(const std::vector<std::pair<std::string, double>>& stats);
@@ -107,6 +114,8 @@ class ShardMetrics {
   metrics::Gauge& hot_pinned_bytes_;
   metrics::Gauge& hot_cached_bytes_;
   metrics::Gauge& table_version_;
+  metrics::Family<metrics::Gauge>& layer_row_bytes_;
+  std::vector<metrics::Gauge*> layer_encodings_;  // the series now set
   metrics::Family<metrics::Gauge>& resident_;
   metrics::Gauge& ram_budget_;
   metrics::Registry& registry_;  // for the RocksDB gauges, made at scrape

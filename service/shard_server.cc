@@ -323,11 +323,20 @@ absl::StatusOr<std::shared_ptr<ServingTable>> ShardServer::OpenTable(
   return std::make_shared<ServingTable>(dir, std::move(*store), std::move(*tier));
 }
 
+void ShardServer::SetTableMetrics(const ServingTable& table) {
+  metrics_->SetTableVersion(table.version());
+  std::vector<std::string> encodings;
+  for (const ShardInfo::Layer& l : table.store().shard_info().layers) {
+    encodings.emplace_back(RowEncodingName(l.encoding));
+  }
+  metrics_->SetLayerEncodings(encodings, table.map().row_bytes);
+}
+
 void ShardServer::StartMetrics(const ServingTable& table) {
   registry_ = std::make_shared<metrics::Registry>();
   metrics_ =
       std::make_unique<ShardMetrics>(*registry_, static_cast<int>(table.map().layer_rows.size()));
-  metrics_->SetTableVersion(table.version());
+  SetTableMetrics(table);
   collect_callback_ = registry_->AddCollectCallback([this] {
     if (service_ == nullptr) return;  // still starting
     const std::shared_ptr<ServingTable> t = service_->table();
@@ -449,8 +458,8 @@ absl::StatusOr<ActivateResult> ShardServer::Activate(uint64_t version) {
   }
   const absl::Time loaded = absl::Now();
   current.reset();  // the wait below counts the references of requests alone
+  SetTableMetrics(*next);
   std::shared_ptr<ServingTable> old = service_->SwapTable(std::move(next));
-  metrics_->SetTableVersion(version);
   LogLine('I', absl::StrCat("engram-shard: serving version ", version, " of table \"", b.table,
                             "\" from ", dir, " (was ", result.previous_version, ")"));
   // Requests in flight hold the old version; it is destroyed here, on this

@@ -228,6 +228,8 @@ class ShardServer {
                                                                  bool initial);
   // The steps of Start(), in order.
   void StartMetrics(const ServingTable& table);
+  // The table version and layer encodings of `table` into the metrics.
+  void SetTableMetrics(const ServingTable& table);
   absl::Status StartGrpc(const ShardServerOptions& options);
 
   // Destroyed bottom-up: the gRPC server and the exposer before what they

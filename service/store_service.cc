@@ -340,6 +340,9 @@ grpc::ServerUnaryReactor* StoreService::Info(grpc::CallbackServerContext* contex
   response->set_hot_bytes(tier.pinned_bytes() + tier.cached_bytes());
   response->set_stream_port(static_cast<uint32_t>(stream_port_.load()));
   response->set_source_checksum(table->store().shard_info().source_checksum);
+  for (const ShardInfo::Layer& l : table->store().shard_info().layers) {
+    response->add_encoding(RowEncodingName(l.encoding));
+  }
   metrics_.RecordRequest(ShardMetrics::Method::kInfo, absl::StatusCode::kOk, absl::Now() - start);
   reactor->Finish(grpc::Status::OK);
   return reactor;

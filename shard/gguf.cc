@@ -8,8 +8,10 @@
 #include <cerrno>
 #include <cstring>
 #include <iterator>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 
 namespace engram {
@@ -23,8 +25,6 @@ constexpr uint64_t kMaxIntArrayElements = uint64_t{1} << 24;
 constexpr uint64_t kMaxEntries = uint64_t{1} << 20;
 constexpr uint64_t kReadBufferBytes = uint64_t{1} << 20;
 constexpr uint32_t kMaxDims = 8;
-constexpr char kPrefix[] = "deepseek41.engram.";
-constexpr uint64_t kMaxRows = uint64_t{1} << 48;
 
 // Sequential little-endian reads of a file through a buffer (pread only).
 class Cursor {
@@ -221,7 +221,8 @@ std::string GgmlTypeName(uint32_t type) {
       "F32",     "F16",    "Q4_0",    "Q4_1",  nullptr,  nullptr, "Q5_0",  "Q5_1",
       "Q8_0",    "Q8_1",   "Q2_K",    "Q3_K",  "Q4_K",   "Q5_K",  "Q6_K",  "Q8_K",
       "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S", "IQ4_NL", "IQ3_S", "IQ2_S", "IQ4_XS",
-      "I8",      "I16",    "I32",     "I64",   "F64",    "IQ1_M", "BF16"};
+      "I8",      "I16",    "I32",     "I64",   "F64",    "IQ1_M", "BF16",  nullptr,
+      nullptr,   nullptr,  "TQ1_0",   "TQ2_0", nullptr,  nullptr, nullptr, "MXFP4"};
   if (type < std::size(kNames) && kNames[type] != nullptr) return kNames[type];
   return absl::StrCat("type ", type);
 }
@@ -323,22 +324,147 @@ absl::StatusOr<GgufHeader> ReadGgufHeader(int fd, const std::string& what) {
 }
 
 GgufEngramFile::~GgufEngramFile() {
-  if (fd_ >= 0) ::close(fd_);
+  for (int fd : fds_) ::close(fd);
 }
+
+namespace {
+
+// Parses a split name PREFIX-%05d-of-%05d.gguf (llama.cpp's llama_split_path
+// format in src/llama.cpp: split_no + 1, so 1-based; gguf-split names its
+// outputs so). Returns false when `base` is not such a name.
+bool ParseSplitName(std::string_view base, std::string* prefix, int* no, int* count) {
+  constexpr std::string_view kSuffix = ".gguf";
+  constexpr size_t kTail = 1 + 5 + 4 + 5;  // "-00001-of-00012"
+  if (!base.ends_with(kSuffix) || base.size() <= kSuffix.size() + kTail) return false;
+  const std::string_view tail = base.substr(base.size() - kSuffix.size() - kTail, kTail);
+  auto digits = [](std::string_view d, int* out) {
+    *out = 0;
+    for (char c : d) {
+      if (c < '0' || c > '9') return false;
+      *out = *out * 10 + (c - '0');
+    }
+    return true;
+  };
+  if (tail[0] != '-' || tail.substr(6, 4) != "-of-" || !digits(tail.substr(1, 5), no) ||
+      !digits(tail.substr(10, 5), count)) {
+    return false;
+  }
+  *prefix = std::string(base.substr(0, base.size() - kSuffix.size() - kTail));
+  return true;
+}
+
+// An integer scalar's value, or nullopt when `key` is absent or not one.
+std::optional<uint64_t> IntScalar(const GgufHeader& h, std::string_view key) {
+  const GgufValue* v = h.Find(key);
+  if (v == nullptr || !v->is_integer() || v->is_array()) return std::nullopt;
+  return v->ints[0];
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<GgufEngramFile>> GgufEngramFile::Open(const std::string& path) {
   std::unique_ptr<GgufEngramFile> f(new GgufEngramFile());
   f->path_ = path;
-  f->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (f->fd_ < 0) {
-    const std::string msg =
-        absl::StrCat("cannot open GGUF file ", path, ": ", std::strerror(errno));
-    return errno == ENOENT ? absl::NotFoundError(msg) : absl::InvalidArgumentError(msg);
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "" : path.substr(0, slash + 1);
+  const std::string base = path.substr(dir.size());
+  std::string prefix;
+  int no = 0, count = 0;
+  const bool named_split = ParseSplitName(base, &prefix, &no, &count);
+  if (named_split) {
+    if (count < 1 || no < 1 || no > count) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": the name says split ", no, " of ",
+                                                     count, "; splits are numbered 1..", count));
+    }
+    for (int i = 1; i <= count; ++i) {
+      f->files_.push_back(absl::StrFormat("%s%s-%05d-of-%05d.gguf", dir, prefix, i, count));
+    }
+    f->name_ = prefix;
+  } else {
+    f->files_.push_back(path);
+    f->name_ = base.ends_with(".gguf") && base.size() > 5 ? base.substr(0, base.size() - 5) : base;
   }
-  ASSIGN_OR_RETURN(GgufHeader h, ReadGgufHeader(f->fd_, path));
-  f->header_ = std::move(h);
+  RETURN_IF_ERROR(f->OpenSplits(path, named_split));
   RETURN_IF_ERROR(f->BuildLayout());
   return f;
+}
+
+absl::Status GgufEngramFile::OpenSplits(const std::string& path, bool named_split) {
+  const int n = static_cast<int>(files_.size());
+  for (int i = 0; i < n; ++i) {
+    const int fd = ::open(files_[i].c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      const int err = errno;
+      const std::string msg =
+          n == 1 ? absl::StrCat("cannot open GGUF file ", path, ": ", std::strerror(err))
+                 : absl::StrCat(path, ": split ", i + 1, " of ", n, " is missing: cannot open ",
+                                files_[i], ": ", std::strerror(err));
+      return err == ENOENT ? absl::NotFoundError(msg) : absl::InvalidArgumentError(msg);
+    }
+    fds_.push_back(fd);
+  }
+  uint64_t n_tensors = 0;
+  for (int i = 0; i < n; ++i) {
+    ASSIGN_OR_RETURN(GgufHeader h, ReadGgufHeader(fds_[i], files_[i]));
+    const std::optional<uint64_t> no = IntScalar(h, "split.no");
+    const std::optional<uint64_t> count = IntScalar(h, "split.count");
+    n_tensors += h.tensors.size();
+    headers_.push_back(std::move(h));
+    if (!named_split) {
+      if (count.value_or(1) != 1 || no.value_or(0) != 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ": header says split.no ", no.value_or(0), " of split.count ",
+                         count.value_or(1), " but the name is not PREFIX-NNNNN-of-NNNNN.gguf; ",
+                         "open the split set by a split's own name"));
+      }
+      continue;
+    }
+    if (!no.has_value() || !count.has_value()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          files_[i], ": named as split ", i + 1, " of ", n, " but its header has no integer ",
+          no.has_value() ? "split.count" : "split.no", "; not a gguf-split file"));
+    }
+    if (*count != static_cast<uint64_t>(n)) {
+      return absl::InvalidArgumentError(absl::StrCat(files_[i], ": split.count is ", *count,
+                                                     " but the file names say ", n, " splits"));
+    }
+    if (*no != static_cast<uint64_t>(i)) {
+      return absl::InvalidArgumentError(absl::StrCat(files_[i], ": split.no is ", *no,
+                                                     " but split ", i + 1, " of ", n, " must say ",
+                                                     i, " (split.no counts from 0)"));
+    }
+  }
+  // gguf-split writes the set's tensor count (an I32) into every split;
+  // llama-model-loader refuses a set holding another number.
+  if (const std::optional<uint64_t> want = IntScalar(headers_[0], "split.tensors.count");
+      named_split && want.has_value() && *want != n_tensors) {
+    return absl::InvalidArgumentError(absl::StrCat(files_[0], ": split.tensors.count says ",
+                                                   static_cast<int64_t>(*want), " tensors but the ",
+                                                   n, " splits hold ", n_tensors));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GgufEngramFile::FindTable(const std::string& name, int* split,
+                                       const GgufTensorInfo** info) const {
+  *info = nullptr;
+  for (int s = 0; s < static_cast<int>(headers_.size()); ++s) {
+    const GgufTensorInfo* t = headers_[s].FindTensor(name);
+    if (t == nullptr) continue;
+    if (*info != nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(path_, ": tensor ", name, " is in both ",
+                                                     files_[*split], " and ", files_[s]));
+    }
+    *split = s;
+    *info = t;
+  }
+  if (*info == nullptr) {
+    return absl::InvalidArgumentError(
+        files_.size() == 1 ? absl::StrCat(path_, ": missing tensor ", name)
+                           : absl::StrCat(path_, ": missing tensor ", name, " (in none of the ",
+                                          files_.size(), " splits)"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status GgufEngramFile::ReadRows(int layer, uint64_t first, uint64_t n, uint8_t* out) const {
@@ -346,181 +472,21 @@ absl::Status GgufEngramFile::ReadRows(int layer, uint64_t first, uint64_t n, uin
     return absl::OutOfRangeError(absl::StrCat(path_, ": rows [", first, ", ", first + n,
                                               ") of layer ", layer, " are outside the table"));
   }
-  uint64_t off = tensor_offsets_[layer] + first * kRowBytes;
-  uint64_t left = n * kRowBytes;
+  const Layer& lay = layers_[layer];
+  const uint64_t rb = static_cast<uint64_t>(lay.row_bytes);
+  uint64_t off = lay.offset + first * rb;  // inside the split, checked by Open
+  uint64_t left = n * rb;
   while (left > 0) {
-    const ssize_t got = ::pread(fd_, out, left, static_cast<off_t>(off));
+    const ssize_t got = ::pread(fds_[lay.split], out, left, static_cast<off_t>(off));
     if (got < 0 && errno == EINTR) continue;
     if (got <= 0) {
       return absl::DataLossError(
-          absl::StrCat(path_, ": short read at byte ", off, " (layer ", layer,
+          absl::StrCat(files_[lay.split], ": short read at byte ", off, " (layer ", layer,
                        "): ", got < 0 ? std::strerror(errno) : "end of file"));
     }
     out += got;
     off += static_cast<uint64_t>(got);
     left -= static_cast<uint64_t>(got);
-  }
-  return absl::OkStatus();
-}
-
-absl::Status GgufEngramFile::BuildLayout() {
-  auto bad = [&](auto&&... parts) {
-    return absl::InvalidArgumentError(absl::StrCat(path_, ": ", parts...));
-  };
-  const GgufValue* arch = header_.Find("general.architecture");
-  if (arch == nullptr || arch->type != GgufType::kString) {
-    return bad("no general.architecture string; not a DeepSeek-V4.1 GGUF");
-  }
-  if (arch->str != "deepseek41") {
-    return bad("architecture is '", arch->str, "', want 'deepseek41' (a DeepSeek-V4.1 GGUF)");
-  }
-  const std::string prefix = kPrefix;
-  const GgufValue* enc = header_.Find(prefix + "encoding");
-  if (enc == nullptr || enc->type != GgufType::kString) {
-    return bad("missing string metadata ", prefix, "encoding");
-  }
-  if (enc->str != kEncoding) {
-    return bad("Engram tables are encoded as '", enc->str, "'; only '", kEncoding,
-               "' (the checkpoint's fp8 rows) can be served; "
-               "re-convert the model without re-quantising the Engram tables");
-  }
-  // Integer metadata, as 64-bit patterns. Negative values are refused unless
-  // `bits` (multipliers are int64 bit patterns).
-  auto ints = [&](const char* key, bool required, bool want_array, bool bits,
-                  std::vector<uint64_t>* out) -> absl::Status {
-    const GgufValue* v = header_.Find(prefix + key);
-    out->clear();
-    if (v == nullptr) {
-      return required ? bad("missing metadata ", prefix, key) : absl::OkStatus();
-    }
-    if (!v->is_integer() || v->is_array() != want_array) {
-      return bad("metadata ", prefix, key, " must be an integer ", want_array ? "array" : "scalar");
-    }
-    if (!bits && v->is_signed()) {
-      for (uint64_t x : v->ints) {
-        if (static_cast<int64_t>(x) < 0) {
-          return bad("metadata ", prefix, key, " holds the negative value ",
-                     static_cast<int64_t>(x));
-        }
-      }
-    }
-    *out = v->ints;
-    return absl::OkStatus();
-  };
-  std::vector<uint64_t> layer_ids, rows, token_map, primes, multipliers, offsets, compressed, pad,
-      max_ngram, head_count;
-  struct Want {
-    const char* key;
-    std::vector<uint64_t>* out;
-    bool required, array, bits;
-  };
-  const Want wants[] = {
-      {"layer_ids", &layer_ids, true, true, false},
-      {"rows", &rows, true, true, false},
-      {"token_map", &token_map, true, true, false},
-      {"primes", &primes, true, true, false},
-      {"multipliers", &multipliers, true, true, true},
-      {"offsets", &offsets, false, true, false},
-      {"compressed_vocab_size", &compressed, true, false, false},
-      {"pad_id", &pad, true, false, false},
-      {"max_ngram_size", &max_ngram, false, false, false},
-      {"head_count", &head_count, false, false, false},
-  };
-  for (const Want& w : wants) {
-    RETURN_IF_ERROR(ints(w.key, w.required, w.array, w.bits, w.out));
-  }
-  const uint64_t L = layer_ids.size();
-  if (L == 0) return bad(prefix, "layer_ids is empty");
-  if (rows.size() != L) {
-    return bad(prefix, "rows has ", rows.size(), " entries for ", L, " layers");
-  }
-  if (token_map.empty()) return bad(prefix, "token_map is empty");
-  const uint64_t N = max_ngram.empty() ? multipliers.size() / L : max_ngram[0];
-  if (N < 2 || N > 64 || multipliers.size() != L * N) {
-    return bad(prefix, "multipliers has ", multipliers.size(), " entries; want max_ngram_size (", N,
-               ", at least 2) per layer "
-               "for ",
-               L, " layers");
-  }
-  const uint64_t per_head = L * (N - 1);
-  const uint64_t H = head_count.empty() ? primes.size() / per_head : head_count[0];
-  if (H < 1 || H > 4096 || primes.size() != per_head * H) {
-    return bad(prefix, "primes has ", primes.size(), " entries; want ", L, " layers x ", N - 1,
-               " orders x head_count (", H, ")");
-  }
-  const uint64_t cols = (N - 1) * H;
-  if (!offsets.empty() && offsets.size() != L * cols) {
-    return bad(prefix, "offsets has ", offsets.size(), " entries, want ", L * cols);
-  }
-  for (size_t t = 0; t < token_map.size(); ++t) {
-    if (token_map[t] >= compressed[0]) {
-      return bad(prefix, "token_map[", t, "] = ", token_map[t],
-                 " is not below compressed_vocab_size ", compressed[0]);
-    }
-  }
-  HashLayout& lay = layout_;
-  lay.vocab_size = static_cast<int64_t>(token_map.size());
-  lay.max_ngram_size = static_cast<int>(N);
-  lay.n_heads = static_cast<int>(H);
-  lay.pad_id = static_cast<int64_t>(pad[0]);
-  lay.token_map.assign(token_map.begin(), token_map.end());
-  lay.engram_layer_ids.assign(layer_ids.begin(), layer_ids.end());
-  lay.table_rows.assign(rows.begin(), rows.end());
-  lay.multipliers.assign(L, {});
-  lay.primes.assign(L, std::vector<std::vector<int64_t>>(N - 1));
-  lay.offsets.assign(L, {});
-  tensor_offsets_.assign(L, 0);
-  for (uint64_t l = 0; l < L; ++l) {
-    lay.multipliers[l].assign(multipliers.begin() + l * N, multipliers.begin() + (l + 1) * N);
-    if (rows[l] == 0 || rows[l] > kMaxRows) {
-      return bad(prefix, "rows[", l, "] = ", rows[l], " is outside 1..2^48");
-    }
-    uint64_t sum = 0;  // <= kMaxRows, so sum * kRowBytes and the offsets fit
-    for (uint64_t c = 0; c < cols; ++c) {
-      const uint64_t p = primes[l * cols + c];
-      if (p == 0) return bad(prefix, "primes[", l * cols + c, "] is 0");
-      if (p > kMaxRows - sum) {
-        return bad(prefix, "primes[", l * cols + c, "] = ", p, " is out of range: layer ",
-                   layer_ids[l], "'s primes would sum past 2^48");
-      }
-      lay.primes[l][c / H].push_back(static_cast<int64_t>(p));
-      lay.offsets[l].push_back(static_cast<int64_t>(offsets.empty() ? sum : offsets[l * cols + c]));
-      sum += p;
-    }
-    if (sum != rows[l]) {
-      return bad("layer ", layer_ids[l], ": primes sum to ", sum, " but ", prefix, "rows says ",
-                 rows[l]);
-    }
-    const std::string tname = absl::StrCat("blk.", layer_ids[l], ".engram_embd.weight");
-    const GgufTensorInfo* t = header_.FindTensor(tname);
-    if (t == nullptr) return bad("missing tensor ", tname);
-    if (t->type != kGgmlTypeI8) {
-      return bad("tensor ", tname, " has GGML type ", GgmlTypeName(t->type), "; want I8 (raw ",
-                 kEncoding, " rows)");
-    }
-    if (t->dims.size() != 2 || t->dims[0] != kRowBytes || t->dims[1] != sum) {
-      std::string dims;
-      for (uint64_t d : t->dims) absl::StrAppend(&dims, dims.empty() ? "" : ", ", d);
-      return bad("tensor ", tname, " has dims [", dims, "]; want [", kRowBytes, ", ", sum,
-                 "] (row bytes, the layer's primes sum)");
-    }
-    const uint64_t begin = header_.data_start + t->offset;
-    if (t->offset > header_.file_size || begin + sum * kRowBytes > header_.file_size) {
-      return absl::DataLossError(absl::StrCat(path_, ": tensor ", tname, " ends at byte ",
-                                              begin + sum * kRowBytes, " but the file has ",
-                                              header_.file_size, " bytes; it is truncated"));
-    }
-    tensor_offsets_[l] = begin;
-  }
-  if (auto s = lay.Validate(); !s.ok()) return bad(s.message());
-  const GgufValue* name = header_.Find("general.name");
-  if (name != nullptr && name->type == GgufType::kString && !name->str.empty()) {
-    name_ = name->str;
-  } else {
-    name_ = path_.substr(path_.find_last_of('/') + 1);
-    if (name_.size() > 5 && name_.ends_with(".gguf")) {
-      name_.resize(name_.size() - 5);
-    }
   }
   return absl::OkStatus();
 }

@@ -21,69 +21,25 @@
 #include "common/status_macros.h"
 #include "common/table.h"
 #include "common/token_trace.h"
-#include "shard/gguf.h"
 #include "shard/row_sink.h"
+#include "shard/row_source.h"
 
 namespace engram {
 namespace {
 
 namespace fs = std::filesystem;
 
-// The rows to import, from either kind of source.
-struct Source {
-  std::string kind;  // "table" or "gguf"
-  std::string path;
-  std::string table;
-  uint64_t version = 0;
-  HashLayout layout;
-  std::vector<uint32_t> row_bytes;
-  // Expected whole-layer checksums; empty when the source has none (GGUF).
-  std::vector<std::string> checksums;
-  std::unique_ptr<TableReader> table_reader;
-  std::unique_ptr<GgufEngramFile> gguf;
-
-  absl::Status Read(int layer, uint64_t first, uint64_t n, uint8_t* out) const {
-    return table_reader ? table_reader->ReadRows(layer, first, n, out)
-                        : gguf->ReadRows(layer, first, n, out);
-  }
-  uint64_t total_rows() const {
-    uint64_t n = 0;
-    for (int64_t r : layout.table_rows) n += static_cast<uint64_t>(r);
-    return n;
-  }
-};
-
-absl::StatusOr<Source> OpenSource(const ImportOptions& o) {
-  Source src;
-  if (!o.table_dir.empty()) {
-    ASSIGN_OR_RETURN(std::unique_ptr<TableReader> r, TableReader::Open(o.table_dir));
-    src.table_reader = std::move(r);
-    const TableManifest& m = src.table_reader->manifest();
-    src.kind = "table";
-    src.path = o.table_dir;
-    src.table = m.table;
-    src.version = m.version;
-    src.layout = m.layout;
-    for (const LayerInfo& l : m.layers) {
-      src.row_bytes.push_back(static_cast<uint32_t>(l.row_bytes));
-      src.checksums.push_back(l.checksum);
-    }
-    return src;
-  }
-  ASSIGN_OR_RETURN(std::unique_ptr<GgufEngramFile> g, GgufEngramFile::Open(o.gguf_path));
-  src.gguf = std::move(g);
-  src.kind = "gguf";
-  src.path = o.gguf_path;
-  src.table = src.gguf->name();
-  src.version = o.gguf_version == 0 ? 1 : o.gguf_version;
-  src.layout = src.gguf->layout();
-  src.row_bytes.assign(src.layout.n_layers(), GgufEngramFile::kRowBytes);
-  return src;
+absl::StatusOr<std::unique_ptr<RowSource>> OpenSource(const ImportOptions& o) {
+  return RowSource::Open({.table_dir = o.table_dir,
+                          .checkpoint_dir = o.checkpoint_dir,
+                          .gguf_path = o.gguf_path,
+                          .version = o.version});
 }
 
 absl::Status CheckOptions(const ImportOptions& o) {
-  if (o.table_dir.empty() == o.gguf_path.empty()) {
-    return absl::InvalidArgumentError("give exactly one source: --table DIR or --gguf FILE");
+  if (!o.table_dir.empty() + !o.checkpoint_dir.empty() + !o.gguf_path.empty() != 1) {
+    return absl::InvalidArgumentError(
+        "give exactly one source: --table DIR, --checkpoint DIR or --gguf FILE");
   }
   if (o.n_shards == 0) {
     return absl::InvalidArgumentError("--shards must be at least 1");
@@ -100,46 +56,9 @@ absl::Status CheckOptions(const ImportOptions& o) {
   return absl::OkStatus();
 }
 
-// Streams the whole source once. For each chunk of a layer, calls
-// sink(layer, first_row, n, rows). Verifies (or, without expected values,
-// computes) each layer's checksum into *checksums.
-template <typename Sink>
-absl::Status StreamSource(const Source& src, uint64_t chunk_rows, const ImportProgress& progress,
-                          std::vector<std::string>* checksums, Sink sink) {
-  const uint64_t total = src.total_rows();
-  uint64_t done = 0;
-  std::vector<uint8_t> buf;
-  XXH3_state_t* st = XXH3_createState();
-  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> guard(st, &XXH3_freeState);
-  checksums->clear();
-  for (int l = 0; l < src.layout.n_layers(); ++l) {
-    const uint64_t rows = static_cast<uint64_t>(src.layout.table_rows[l]);
-    const uint64_t rb = src.row_bytes[l];
-    buf.resize(chunk_rows * rb);
-    XXH3_64bits_reset(st);
-    for (uint64_t first = 0; first < rows; first += chunk_rows) {
-      const uint64_t n = std::min(chunk_rows, rows - first);
-      RETURN_IF_ERROR(src.Read(l, first, n, buf.data()));
-      XXH3_64bits_update(st, buf.data(), n * rb);
-      RETURN_IF_ERROR(sink(l, first, n, buf.data()));
-      done += n;
-      if (progress) progress(done, total);
-    }
-    const std::string got = FormatChecksum(XXH3_64bits_digest(st));
-    if (!src.checksums.empty() && got != src.checksums[l]) {
-      return absl::DataLossError(absl::StrCat(src.path, ": rows of layer ", l, " (layer id ",
-                                              src.layout.engram_layer_ids[l], ") have checksum ",
-                                              got, " but the manifest says ", src.checksums[l],
-                                              "; the table is corrupt, copy it again"));
-    }
-    checksums->push_back(got);
-  }
-  return absl::OkStatus();
-}
-
 // What an existing --out holds: nothing usable (ok, proceed), the same import
 // (*same = true), or something else (error).
-absl::Status CheckExistingOut(const ImportOptions& o, const ShardMap& map, const Source& src,
+absl::Status CheckExistingOut(const ImportOptions& o, const ShardMap& map, const RowSource& src,
                               const std::string& profile_sum, const ImportProgress& progress,
                               bool* same) {
   *same = false;
@@ -161,16 +80,16 @@ absl::Status CheckExistingOut(const ImportOptions& o, const ShardMap& map, const
   } else if (!old_map->SameData(map) || old->shard_index != o.shard_index) {
     differs = absl::StrCat("holds shard ", old->shard_index, " of ", old_map->n_shards,
                            " of table ", old_map->table, " v", old_map->version);
-  } else if (old->source_kind != src.kind || old->profile_checksum != profile_sum ||
+  } else if (old->source_kind != src.kind() || old->profile_checksum != profile_sum ||
              old->tail_format != o.tail_format) {
     differs =
         "holds this shard imported with other options (source kind, "
         "profile trace or tail format)";
   } else {
-    std::vector<std::string> sums = src.checksums;
-    if (sums.empty()) {  // GGUF: checksum the source to compare
-      auto none = [](int, uint64_t, uint64_t, const uint8_t*) { return absl::OkStatus(); };
-      RETURN_IF_ERROR(StreamSource(src, o.chunk_rows, progress, &sums, none));
+    std::vector<std::string> sums;
+    for (const LayerInfo& l : src.manifest().layers) sums.push_back(l.checksum);
+    if (sums.empty() || sums[0].empty()) {  // no checksums of its own: checksum the source
+      ASSIGN_OR_RETURN(sums, StreamSource(src, o.chunk_rows, progress, nullptr));
     }
     if (SourceChecksum(sums) == old->source_checksum) {
       *same = true;
@@ -196,7 +115,7 @@ class TreeGuard {
 };
 
 // Builds the whole shard directory at `tmp`.
-absl::Status BuildShard(const ImportOptions& o, const Source& src, const ShardMap& map,
+absl::Status BuildShard(const ImportOptions& o, const RowSource& src, const ShardMap& map,
                         ImportResult* result, const ImportProgress& progress,
                         const std::string& tmp) {
   const std::string staging = tmp + "/ingest";
@@ -206,9 +125,10 @@ absl::Status BuildShard(const ImportOptions& o, const Source& src, const ShardMa
   }
   ShardInfo& info = result->info;
   info.shard_index = o.shard_index;
-  info.source_kind = src.kind;
-  info.source_path = fs::absolute(src.path, ec).string();
-  info.layers.resize(src.layout.n_layers());
+  const TableManifest& m = src.manifest();
+  info.source_kind = src.kind();
+  info.source_path = fs::absolute(src.path(), ec).string();
+  info.layers.resize(m.layers.size());
   info.tail_format = o.tail_format;
   const std::string db_dir = tmp + "/" + kShardDbDir;
   ASSIGN_OR_RETURN(std::unique_ptr<RowSink> sink,
@@ -219,7 +139,7 @@ absl::Status BuildShard(const ImportOptions& o, const Source& src, const ShardMa
     XXH3_64bits_reset(st);
   }
   auto put_owned = [&](int l, uint64_t first, uint64_t n, const uint8_t* rows) -> absl::Status {
-    const uint64_t rb = src.row_bytes[l];
+    const uint64_t rb = static_cast<uint64_t>(m.layers[l].row_bytes);
     // The first row >= first that this shard owns, then every n_shards-th.
     uint64_t r = first + (o.shard_index + map.n_shards - first % map.n_shards) % map.n_shards;
     for (; r < first + n; r += map.n_shards) {
@@ -230,15 +150,16 @@ absl::Status BuildShard(const ImportOptions& o, const Source& src, const ShardMa
     }
     return absl::OkStatus();
   };
-  std::vector<std::string> source_sums;
-  absl::Status streamed = StreamSource(src, o.chunk_rows, progress, &source_sums, put_owned);
+  absl::StatusOr<std::vector<std::string>> source_sums =
+      StreamSource(src, o.chunk_rows, progress, put_owned);
   for (size_t l = 0; l < owned.size(); ++l) {
-    info.layers[l].layer_id = src.layout.engram_layer_ids[l];
+    info.layers[l].layer_id = m.layers[l].layer_id;
+    info.layers[l].encoding = m.layers[l].encoding;
     info.layers[l].checksum = FormatChecksum(XXH3_64bits_digest(owned[l]));
     XXH3_freeState(owned[l]);
   }
-  if (!streamed.ok()) return streamed;
-  info.source_checksum = SourceChecksum(source_sums);
+  if (!source_sums.ok()) return source_sums.status();
+  info.source_checksum = SourceChecksum(*source_sums);
   result->rows_written = sink->rows();
   RETURN_IF_ERROR(sink->Finish(StoreIdentity::From(map, info).Encode()));
   result->sst_files = sink->files();
@@ -246,7 +167,7 @@ absl::Status BuildShard(const ImportOptions& o, const Source& src, const ShardMa
 
   if (!o.profile_trace.empty()) {
     ASSIGN_OR_RETURN(std::vector<HotProfileEntry> prof,
-                     ProfileTrace(o.profile_trace, src.layout, map, o.shard_index));
+                     ProfileTrace(o.profile_trace, m.layout, map, o.shard_index));
     result->profile_rows = prof.size();
     RETURN_IF_ERROR(WriteHotProfile(tmp + "/" + kHotProfileFile, std::move(prof)));
   }
@@ -260,14 +181,18 @@ absl::Status BuildShard(const ImportOptions& o, const Source& src, const ShardMa
 
 absl::StatusOr<ImportResult> ImportShard(const ImportOptions& o, const ImportProgress& progress) {
   RETURN_IF_ERROR(CheckOptions(o));
-  ASSIGN_OR_RETURN(Source src, OpenSource(o));
+  ASSIGN_OR_RETURN(std::unique_ptr<RowSource> source, OpenSource(o));
+  const RowSource& src = *source;
   ImportResult result;
+  result.unserved_tensors = src.UnservedTensors();
   ShardMap& map = result.map;
-  map.table = src.table;
-  map.version = src.version;
+  map.table = src.manifest().table;
+  map.version = src.manifest().version;
   map.n_shards = o.n_shards;
-  for (int64_t r : src.layout.table_rows) map.layer_rows.push_back(r);
-  map.row_bytes = src.row_bytes;
+  for (const LayerInfo& l : src.manifest().layers) {
+    map.layer_rows.push_back(l.rows);
+    map.row_bytes.push_back(static_cast<uint32_t>(l.row_bytes));
+  }
   RETURN_IF_ERROR(map.Validate());
 
   std::string profile_sum;

@@ -1,4 +1,5 @@
-// Builds one shard directory from an Engram table or a DeepSeek-V4.1 GGUF.
+// Builds one shard directory from an Engram table, a DeepSeek-V4.1
+// checkpoint or a DeepSeek-V4.1 GGUF.
 //
 // The import streams the source (never the whole table in memory), verifies
 // each layer's manifest checksum on the way, and writes the shard's rows
@@ -24,13 +25,15 @@
 namespace engram {
 
 struct ImportOptions {
-  // The source: exactly one of a table directory (manifest.json) or a
-  // deepseek41 GGUF file.
+  // The source (shard/row_source.h): exactly one of a table directory
+  // (manifest.json + rows), an official safetensors checkpoint directory,
+  // or a DeepSeek-V4.1 GGUF file (any split of a split set).
   std::string table_dir;
+  std::string checkpoint_dir;
   std::string gguf_path;
-  // GGUF only: the table version recorded in the shard map (0 = 1). A table
-  // directory carries its own version.
-  uint64_t gguf_version = 0;
+  // Checkpoint and GGUF only: the table version recorded in the shard map
+  // (0 = 1). A table directory carries its own version.
+  uint64_t version = 0;
 
   uint32_t n_shards = 0;     // >= 1
   uint32_t shard_index = 0;  // < n_shards
@@ -54,6 +57,8 @@ struct ImportOptions {
 struct ImportResult {
   // True when out_dir already held this very import; nothing was written.
   bool already_imported = false;
+  // The source's Engram tensors that are not served (RowSource::UnservedTensors).
+  std::vector<std::string> unserved_tensors;
   ShardMap map;
   ShardInfo info;
   uint64_t rows_written = 0;

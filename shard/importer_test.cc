@@ -302,7 +302,7 @@ TEST_F(ImporterTest, ImportsGguf) {
   for (uint32_t i = 0; i < 2; ++i) {
     ImportOptions o;
     o.gguf_path = gguf;
-    o.gguf_version = 4;
+    o.version = 4;
     o.n_shards = 2;
     o.shard_index = i;
     o.out_dir = scratch_.Sub(absl::StrCat("g", i));
@@ -323,7 +323,7 @@ TEST_F(ImporterTest, ImportsGguf) {
   ASSERT_TRUE(testing::EngramGguf(m->layout, 6, 16384).Write(gguf).ok());
   ImportOptions o;
   o.gguf_path = gguf;
-  o.gguf_version = 4;
+  o.version = 4;
   o.n_shards = 2;
   o.out_dir = scratch_.Sub("g0");
   absl::Status s = ImportShard(o, nullptr).status();

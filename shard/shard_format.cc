@@ -122,7 +122,8 @@ bool ShardInfo::SameImport(const ShardInfo& other) const {
   }
   for (size_t l = 0; l < layers.size(); ++l) {
     if (layers[l].rows_owned != other.layers[l].rows_owned ||
-        layers[l].checksum != other.layers[l].checksum) {
+        layers[l].checksum != other.layers[l].checksum ||
+        layers[l].encoding != other.layers[l].encoding) {
       return false;
     }
   }
@@ -136,8 +137,10 @@ std::string ShardInfo::ToJson() const {
   j["shard_index"] = shard_index;
   json& ls = j["layers"] = json::array();
   for (const Layer& l : layers) {
-    ls.push_back(
-        {{"layer_id", l.layer_id}, {"rows_owned", l.rows_owned}, {"checksum", l.checksum}});
+    ls.push_back({{"layer_id", l.layer_id},
+                  {"rows_owned", l.rows_owned},
+                  {"checksum", l.checksum},
+                  {"encoding", RowEncodingName(l.encoding)}});
   }
   j["source_checksum"] = source_checksum;
   j["import"] = {{"source_kind", source_kind},
@@ -169,6 +172,13 @@ absl::StatusOr<ShardInfo> ShardInfo::FromJson(std::string_view text) {
     RETURN_IF_ERROR(Get(l, "layer_id", &json::is_number_integer, &out.layer_id));
     RETURN_IF_ERROR(Get(l, "rows_owned", &json::is_number_unsigned, &out.rows_owned));
     RETURN_IF_ERROR(Get(l, "checksum", &json::is_string, &out.checksum));
+    if (l.contains("encoding")) {
+      std::string name;
+      RETURN_IF_ERROR(Get(l, "encoding", &json::is_string, &name));
+      absl::StatusOr<RowEncoding> e = ParseRowEncoding(name);
+      if (!e.ok()) return Bad(std::string(e.status().message()));
+      out.encoding = *e;
+    }
   }
   auto imp = j.find("import");
   if (imp == j.end() || !imp->is_object()) return Bad("\"import\" must be an object");

@@ -20,6 +20,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/row_encoding.h"
 #include "common/shard_map.h"
 #include "rocksdb/options.h"
 
@@ -74,6 +75,10 @@ struct ShardInfo {
     // XXH3-64 over this shard's rows of the layer in row order,
     // "xxh3_64:<16 hex>".
     std::string checksum;
+    // How the stored rows encode their values (common/row_encoding.h);
+    // "encoding" in shard.json, absent (shards written before encodings)
+    // = kFp8.
+    RowEncoding encoding = RowEncoding::kFp8;
   };
 
   uint32_t shard_index = 0;
@@ -83,7 +88,7 @@ struct ShardInfo {
   std::string source_checksum;
   // Import options that shape the content; a re-import with equal values
   // (and an equal shard map) is a no-op.
-  std::string source_kind;       // "table" or "gguf"
+  std::string source_kind;       // "table", "checkpoint" or "gguf"
   std::string profile_checksum;  // of the --profile-trace file; "" = none
   // "import.tail_format" in shard.json; absent (shards written before the
   // choice existed) = kBlock.

@@ -362,8 +362,8 @@ TEST_F(SecurityTest, MetricsStayOnLocalhostAndCarryNoRows) {
   ASSERT_TRUE(Lookup(*GoodChannel(), kDataToken).ok());
   absl::StatusOr<std::string> page = testing::HttpGet(server_->metrics_port(), "/metrics");
   ASSERT_TRUE(page.ok()) << page.status();
-  const std::set<std::string> label_names = {"method", "code", "layer", "tier",
-                                             "part",   "kind", "le",    "quantile"};
+  const std::set<std::string> label_names = {"method", "code", "layer",    "tier",    "part",
+                                             "kind",   "le",   "quantile", "encoding"};
   int samples = 0;
   for (absl::string_view l : absl::StrSplit(*page, '\n', absl::SkipEmpty())) {
     if (l[0] == '#') continue;

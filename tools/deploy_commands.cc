@@ -122,6 +122,7 @@ std::string DescribeInfo(const InfoCall& call, size_t n_shards, bool* wrong) {
       call.address, ": shard ", info.shard_index(), "/", info.n_shards(), " of table ",
       info.table(), " v", info.version(), ", rows ", absl::StrJoin(own, " "), " (per layer; table ",
       absl::StrJoin(map.layer_rows, " "), "), row bytes ", absl::StrJoin(info.row_bytes(), " "),
+      info.encoding().empty() ? "" : absl::StrCat(" (", absl::StrJoin(info.encoding(), " "), ")"),
       ", hot tier ", info.hot_bytes(), " bytes, ",
       info.stream_port() == 0 ? "row stream off"
                               : absl::StrCat("row stream port ", info.stream_port()));

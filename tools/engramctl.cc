@@ -1,8 +1,9 @@
 // engramctl: the operator's tool for engram-store tables and deployments.
 //
 //   engramctl hash-check FILE.json...     replay hash golden files
+//   engramctl dequant-check FILE.json...  replay GGUF row decoding goldens
 //   engramctl gen-table --out DIR ...     write a synthetic table
-//   engramctl import ... / layout ...     build shard data (tools/shard_commands.h)
+//   engramctl import / manifest / layout  build shard data (tools/shard_commands.h)
 //   engramctl footprint SHARD_DIR...      the RAM a shard needs (tools/shard_commands.h)
 //   engramctl lookup ...                  check a deployment (tools/lookup_command.h)
 //   engramctl shardmap ... / info ...     a deployment's addresses (tools/deploy_commands.h)
@@ -24,6 +25,7 @@
 #include "common/hash_golden.h"
 #include "common/table_gen.h"
 #include "tools/deploy_commands.h"
+#include "tools/dequant_check_command.h"
 #include "tools/lookup_command.h"
 #include "tools/plan_command.h"
 #include "tools/progress.h"
@@ -44,7 +46,8 @@ ABSL_FLAG(std::string, layout, kGenDefaults.layout_file,
 ABSL_FLAG(std::string, token_map, kGenDefaults.token_map_file,
           "gen-table: token map JSON (tools/make-token-map) instead of a random one");
 ABSL_FLAG(std::string, table_name, kGenDefaults.table_name, "gen-table: table name");
-ABSL_FLAG(uint64_t, table_version, kGenDefaults.version, "gen-table, import --gguf: table version");
+ABSL_FLAG(uint64_t, table_version, kGenDefaults.version,
+          "gen-table, import and manifest of a checkpoint or GGUF: table version");
 
 namespace {
 
@@ -52,13 +55,18 @@ constexpr char kUsage[] =
     "engramctl <command> [flags]\n"
     "commands:\n"
     "  hash-check FILE.json...   replay Engram hash golden files\n"
+    "  dequant-check FILE.json...\n"
+    "                            replay GGUF row decoding golden files (gguf_dequant.json)\n"
     "  gen-table --out DIR [--preset small|v41] [--engram-vocab-size N]\n"
     "            [--head-dim D] [--seed S] [--layout FILE] [--token-map FILE]\n"
     "                            write a deterministic synthetic table\n"
-    "  import --table DIR | --gguf FILE --shards K --shard-index I --out DIR\n"
-    "         [--profile-trace FILE] [--table-version N (GGUF only)]\n"
+    "  import --table DIR | --checkpoint DIR | --gguf FILE --shards K --shard-index I\n"
+    "         --out DIR [--profile-trace FILE] [--table-version N (checkpoint, GGUF)]\n"
     "         [--tail-format block|cuckoo]\n"
-    "                            build shard I of K (RocksDB) from a table\n"
+    "                            build shard I of K (RocksDB) from a table, an official\n"
+    "                            safetensors checkpoint or a GGUF (any split)\n"
+    "  manifest --checkpoint DIR | --gguf FILE --out TABLE_DIR [--table-version N]\n"
+    "                            write the table directory workers read (no rows)\n"
     "  layout --from-gguf FILE [--out FILE]\n"
     "                            write the hash layout JSON a client needs\n"
     "  footprint SHARD_DIR...    the smallest engram-shard --ram-budget each accepts and\n"
@@ -154,8 +162,10 @@ int main(int argc, char** argv) {
   const std::string command = positional[1];
   std::vector<std::string> args(positional.begin() + 2, positional.end());
   if (command == "hash-check") return HashCheck(args);
+  if (command == "dequant-check") return engram::DequantCheckCommand(args);
   if (command == "gen-table") return GenTable(args);
   if (command == "import") return engram::ImportCommand(args);
+  if (command == "manifest") return engram::ManifestCommand(args);
   if (command == "layout") return engram::LayoutCommand(args);
   if (command == "footprint") return engram::FootprintCommand(args);
   if (command == "lookup") return engram::LookupCommand(args);

@@ -6,6 +6,7 @@
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -37,6 +38,8 @@ int Fail(const std::string& line) {
 // Shortest text that reads back as the same float.
 std::string FloatText(float v) {
   if (!std::isfinite(v)) return "null";
+  // JSON readers take "-0" for the integer 0; "-0.0" keeps the sign.
+  if (v == 0.0f && std::signbit(v)) return "-0.0";
   char buf[64];
   auto r = std::to_chars(buf, buf + sizeof(buf), v);
   return std::string(buf, r.ptr);
@@ -100,9 +103,18 @@ int LookupCommand(const std::vector<std::string>& args) {
       return 1;
     }
   }
+  const bool json = absl::GetFlag(FLAGS_json);
+  // --json also gives each row's stored bytes, in the layer's encoding.
+  std::vector<std::vector<uint8_t>> raw(static_cast<size_t>(json ? L : 0));
+  for (int l = 0; l < static_cast<int>(raw.size()); ++l) {
+    raw[l].resize(static_cast<size_t>(T * C * c.row_bytes(l)));
+    if (absl::Status s = step->Wait(l, RowFormat::kRaw, raw[l]); !s.ok()) {
+      std::fprintf(stderr, "engramctl: lookup: %s\n", std::string(s.message()).c_str());
+      return 1;
+    }
+  }
   const std::span<const RowId> ids = step->row_ids();
   const int shown = std::max(0, absl::GetFlag(FLAGS_values));
-  const bool json = absl::GetFlag(FLAGS_json);
   if (json) std::fputc('[', stdout);
   bool first = true;
   for (int64_t p = 0; p < T; ++p) {
@@ -115,7 +127,13 @@ int LookupCommand(const std::vector<std::string>& args) {
         if (json) {
           std::string line =
               absl::StrCat(first ? "" : ",", "\n{\"pos\":", p, ",\"layer\":", l, ",\"col\":", col,
-                           ",\"row_id\":", row, ",\"shard\":", shard, ",\"values\":[");
+                           ",\"row_id\":", row, ",\"shard\":", shard, ",\"encoding\":\"",
+                           RowEncodingName(c.encoding(l)), "\",\"bytes\":\"",
+                           absl::BytesToHexString(absl::string_view(
+                               reinterpret_cast<const char*>(raw[l].data()) +
+                                   (static_cast<size_t>(p) * C + col) * c.row_bytes(l),
+                               static_cast<size_t>(c.row_bytes(l)))),
+                           "\",\"values\":[");
           for (int j = 0; j < hd; ++j) absl::StrAppend(&line, j ? "," : "", FloatText(v[j]));
           line += "]}";
           std::fputs(line.c_str(), stdout);

@@ -1,15 +1,18 @@
 #include "tools/shard_commands.h"
 
 #include <cstdio>
+#include <filesystem>
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/file_util.h"
 #include "shard/footprint.h"
 #include "shard/gguf.h"
 #include "shard/importer.h"
+#include "shard/row_source.h"
 #include "tools/progress.h"
 
 ABSL_DECLARE_FLAG(std::string, out);
@@ -20,7 +23,10 @@ static const engram::ImportOptions kImportDefaults;
 ABSL_FLAG(std::string, table, kImportDefaults.table_dir,
           "import: the table directory to shard; verify: the table to compare every row with");
 ABSL_FLAG(std::string, gguf, kImportDefaults.gguf_path,
-          "import: a DeepSeek-V4.1 GGUF file to shard instead of --table");
+          "import, manifest: a DeepSeek-V4.1 GGUF file (or any split of a split set)");
+ABSL_FLAG(std::string, checkpoint, kImportDefaults.checkpoint_dir,
+          "import, manifest: a DeepSeek-V4.1 safetensors checkpoint directory (config.json, "
+          "model.safetensors.index.json or model.safetensors, tokenizer.json)");
 ABSL_FLAG(std::string, shards, "",
           "import, shardmap: the number of shards K; lookup, info: the shard addresses, "
           "shard 0 first, comma-separated, replicas of one shard joined by '|'");
@@ -41,21 +47,40 @@ int Fail(const std::string& line) {
   return 2;
 }
 
+// "layer 1: q2_k 84 B/row, layer 14: ..." of a shard or a table.
+std::string DescribeLayers(const ShardInfo& info) {
+  std::vector<std::string> parts;
+  for (const ShardInfo::Layer& l : info.layers) {
+    parts.push_back(absl::StrCat("layer ", l.layer_id, " ", RowEncodingName(l.encoding), " ",
+                                 l.rows_owned, " rows"));
+  }
+  return absl::StrJoin(parts, ", ");
+}
+std::string DescribeLayers(const TableManifest& m) {
+  std::vector<std::string> parts;
+  for (const LayerInfo& l : m.layers) {
+    parts.push_back(absl::StrCat("layer ", l.layer_id, " ", RowEncodingName(l.encoding), " ",
+                                 l.rows, " rows of ", l.row_bytes, " B"));
+  }
+  return absl::StrJoin(parts, ", ");
+}
+
 }  // namespace
 
 int ImportCommand(const std::vector<std::string>& args) {
   if (!args.empty()) return Fail("import takes flags only, not '" + args[0] + "'");
   ImportOptions o;
   o.table_dir = absl::GetFlag(FLAGS_table);
+  o.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint);
   o.gguf_path = absl::GetFlag(FLAGS_gguf);
   o.out_dir = absl::GetFlag(FLAGS_out);
   o.profile_trace = absl::GetFlag(FLAGS_profile_trace);
-  o.gguf_version = absl::GetFlag(FLAGS_table_version);
+  o.version = absl::GetFlag(FLAGS_table_version);
   int32_t shards = 0;
   if (!absl::SimpleAtoi(absl::GetFlag(FLAGS_shards), &shards)) shards = 0;
   const int32_t index = absl::GetFlag(FLAGS_shard_index);
-  if (o.table_dir.empty() == o.gguf_path.empty()) {
-    return Fail("import needs exactly one source: --table DIR or --gguf FILE");
+  if (!o.table_dir.empty() + !o.checkpoint_dir.empty() + !o.gguf_path.empty() != 1) {
+    return Fail("import needs exactly one source: --table DIR, --checkpoint DIR or --gguf FILE");
   }
   if (shards < 1) return Fail("import needs --shards K (K >= 1, the number of shard servers)");
   if (index < 0 || index >= shards) {
@@ -85,6 +110,50 @@ int ImportCommand(const std::vector<std::string>& args) {
       o.out_dir.c_str(), static_cast<unsigned long long>(r->rows_written), r->sst_files,
       TailFormatName(o.tail_format),
       o.profile_trace.empty() ? "" : absl::StrCat(", ", r->profile_rows, " profiled rows").c_str());
+  std::printf("import: layers: %s\n", DescribeLayers(r->info).c_str());
+  if (!r->unserved_tensors.empty()) {
+    std::printf("import: not served (other Engram tensors of the source): %s\n",
+                absl::StrJoin(r->unserved_tensors, ", ").c_str());
+  }
+  return 0;
+}
+
+int ManifestCommand(const std::vector<std::string>& args) {
+  if (!args.empty()) return Fail("manifest takes flags only, not '" + args[0] + "'");
+  SourceSpec spec;
+  spec.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint);
+  spec.gguf_path = absl::GetFlag(FLAGS_gguf);
+  spec.version = absl::GetFlag(FLAGS_table_version);
+  const std::string out = absl::GetFlag(FLAGS_out);
+  if (spec.checkpoint_dir.empty() == spec.gguf_path.empty()) {
+    return Fail("manifest needs exactly one source: --checkpoint DIR or --gguf FILE");
+  }
+  if (out.empty()) {
+    return Fail("manifest needs --out TABLE_DIR (the table directory workers read)");
+  }
+  absl::StatusOr<std::unique_ptr<RowSource>> src = RowSource::Open(spec);
+  if (!src.ok()) return Fail(absl::StrCat("manifest: ", src.status().message()));
+  ProgressBar bar("manifest: checksums");
+  absl::StatusOr<std::vector<std::string>> sums = StreamSource(
+      **src, 4096, [&bar](uint64_t done, uint64_t total) { bar.Update(done, total); }, nullptr);
+  bar.Finish();
+  if (!sums.ok()) return Fail(absl::StrCat("manifest: ", sums.status().message()));
+  const TableManifest m = ManifestOnly(**src, *sums);
+  if (absl::StatusOr<TableManifest> old = TableManifest::Load(out); old.ok()) {
+    if (old->ToJson() == m.ToJson()) {
+      std::printf("manifest: already written: %s/%s\n", out.c_str(), kManifestFile);
+      return 0;
+    }
+    return Fail(absl::StrCat("manifest: ", out, " already holds another table's manifest (",
+                             old->table, " v", old->version, "); pick another --out or delete it"));
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(out, ec);
+  if (absl::Status s = m.Save(out); !s.ok()) return Fail(absl::StrCat("manifest: ", s.message()));
+  std::printf("manifest: wrote %s/%s for table %s v%llu from %s %s (%s), source checksum %s\n",
+              out.c_str(), kManifestFile, m.table.c_str(),
+              static_cast<unsigned long long>(m.version), m.source_kind.c_str(),
+              m.source_path.c_str(), DescribeLayers(m).c_str(), m.source_checksum().c_str());
   return 0;
 }
 

@@ -1,7 +1,13 @@
 // engramctl subcommands that build and describe shard data:
 //
-//   import --table DIR | --gguf FILE  --shards K --shard-index I --out DIR
-//          [--profile-trace FILE] [--table-version N]
+//   import --table DIR | --checkpoint DIR | --gguf FILE  --shards K
+//          --shard-index I --out DIR [--profile-trace FILE] [--table-version N]
+//          (its last lines name each layer's encoding and the source's Engram
+//          tensors that are not served)
+//   manifest --checkpoint DIR | --gguf FILE --out TABLE_DIR [--table-version N]
+//          the manifest-only table directory workers read (ClientOptions::
+//          table_dir): layout, geometry, encodings and the source's checksums,
+//          no rows; "manifest: wrote ..." or "manifest: already written: ..."
 //   layout --from-gguf FILE [--out FILE]
 //   footprint SHARD_DIR...   per directory, one line
 //          "footprint: DIR fixed_bytes=F whole_shard_budget=W": the smallest
@@ -19,6 +25,7 @@
 namespace engram {
 
 int ImportCommand(const std::vector<std::string>& args);
+int ManifestCommand(const std::vector<std::string>& args);
 int LayoutCommand(const std::vector<std::string>& args);
 int FootprintCommand(const std::vector<std::string>& args);
 

@@ -5,6 +5,7 @@
 // a step's release) releases the GIL; arrays are written in place, never
 // through a staging copy. Errors of the client are EngramError(code,
 // message); bad arguments are TypeError / ValueError raised before any work.
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -20,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/engram_client.h"
+#include "common/row_encoding.h"
 #include "common/shard_addresses.h"
 #include "python/src/array_arg.h"
 #include "python/src/binding_util.h"
@@ -417,6 +419,11 @@ PYBIND11_MODULE(engram_store, m) {
              s.CheckLayer(layer);
              return s.client->head_dim(layer);
            })
+      .def("encoding",
+           [](const PyClient& s, int layer) {
+             s.CheckLayer(layer);
+             return RowEncodingName(s.client->encoding(layer));
+           })
       .def_property_readonly("local_cache_bytes",
                              [](const PyClient& s) { return s.client->local_cache_bytes(); })
       .def("recent_p95", [](const PyClient& s) { return DurationValue(s.client->RecentP95()); })
@@ -463,6 +470,44 @@ PYBIND11_MODULE(engram_store, m) {
       .def("close", &PyStep::Close)
       .def("__enter__", [](py::object self) { return self; })
       .def("__exit__", [](PyStep& s, py::args) { s.Close(); });
+
+  // decode_rows(encoding, raw, head_dim, format="f32"): rows stored in
+  // `encoding` (uint8[..., row_bytes]) to float32 or bf16 (uint16) values
+  // [..., head_dim], as Wait decodes them (common/row_encoding.h).
+  m.def(
+      "decode_rows",
+      [](const std::string& encoding_name, py::handle raw_obj, int head_dim,
+         const std::string& format_name) -> py::object {
+        absl::StatusOr<RowEncoding> e = ParseRowEncoding(encoding_name);
+        Check(e.status());
+        const RowFormat format = ParseFormat(format_name);
+        if (format == RowFormat::kRaw) throw py::value_error("format must be \"f32\" or \"bf16\"");
+        const int scale_block = *e == RowEncoding::kFp8 ? 32 : 0;
+        absl::StatusOr<int> rb = EncodedRowBytes(*e, head_dim, scale_block);
+        Check(rb.status());
+        ArrayArg raw(raw_obj, "raw", false);
+        raw.RequireDtype({DType::kUint8}, "uint8");
+        if (raw.bytes() % static_cast<size_t>(*rb) != 0) {
+          throw py::value_error(absl::StrCat("raw holds ", raw.bytes(),
+                                             " bytes, not a multiple of ", encoding_name, "'s ",
+                                             *rb, "-byte rows"));
+        }
+        const size_t n = raw.bytes() / static_cast<size_t>(*rb);
+        const auto* src = static_cast<const uint8_t*>(raw.data());
+        const std::vector<py::ssize_t> shape = {static_cast<py::ssize_t>(n), head_dim};
+        if (format == RowFormat::kF32) {
+          py::array_t<float> out(shape);
+          DecodeRows(*e, src, n, head_dim, scale_block, out.mutable_data());
+          return out;
+        }
+        py::array_t<uint16_t> out(shape);
+        DecodeRows(*e, src, n, head_dim, scale_block, out.mutable_data());
+        return out;
+      },
+      py::arg("encoding"), py::arg("raw"), py::arg("head_dim"), py::arg("format") = "f32",
+      "Rows stored in `encoding` (uint8, whole rows) decoded to float32[n, head_dim] or, with "
+      "format=\"bf16\", uint16[n, head_dim], bit for bit as Step.wait decodes them "
+      "(e4m3_e8m0 rows take scale blocks of 32).");
 
   m.def(
       "_client_seconds", [] { return static_cast<double>(g_client_ns.load()) * 1e-9; },

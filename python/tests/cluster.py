@@ -20,18 +20,25 @@ def run(argv):
 class Cluster:
     """The table directory, the shards' processes and addresses."""
 
-    def __init__(self, work, bin_dir, vocab=3000):
+    def __init__(self, work, bin_dir, vocab=3000, source=None, n_shards=N_SHARDS):
+        """source: None for a generated table, or the engramctl source flag
+        and path of published files (["--gguf", PATH]); the workers' table
+        directory is then written by engramctl manifest."""
         self.work = work
         self.table = os.path.join(work, "table")
         ctl = os.path.join(bin_dir, "engramctl")
-        run([ctl, "gen-table", "--preset", "small", "--engram-vocab-size", str(vocab), "--seed",
-             "22", "--out", self.table])
+        if source is None:
+            run([ctl, "gen-table", "--preset", "small", "--engram-vocab-size", str(vocab),
+                 "--seed", "22", "--out", self.table])
+            source = ["--table", self.table]
+        else:
+            run([ctl, "manifest", *source, "--out", self.table])
         self.procs, self.addrs = [], []
-        for i in range(N_SHARDS):
+        for i in range(n_shards):
             db = os.path.join(work, f"shard-{i}")
-            run([ctl, "import", "--table", self.table, "--shards", str(N_SHARDS), "--shard-index",
+            run([ctl, "import", *source, "--shards", str(n_shards), "--shard-index",
                  str(i), "--out", db])
-        for i in range(N_SHARDS):
+        for i in range(n_shards):
             out_path = os.path.join(work, f"shard-{i}.out")
             p = subprocess.Popen([os.path.join(bin_dir, "engram-shard"), "--db",
                                   os.path.join(work, f"shard-{i}"), "--listen", "127.0.0.1:0"],

@@ -16,7 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "common/fp8.h"
+#include "common/row_encoding.h"
 #include "common/status_macros.h"
 
 namespace engram {
@@ -238,11 +238,12 @@ void Loop::Verify(Step& step, int64_t tokens) {
       }
       const void* expect = want_.data();
       if (o_.format == RowFormat::kBf16) {
-        fp8::DequantizeRowsBf16(want_.data(), 1, info.head_dim, info.scale_block,
-                                want_bf16_.data());
+        DecodeRows(info.encoding, want_.data(), 1, info.head_dim, info.scale_block,
+                   want_bf16_.data());
         expect = want_bf16_.data();
       } else if (o_.format == RowFormat::kF32) {
-        fp8::DequantizeRows(want_.data(), 1, info.head_dim, info.scale_block, want_f32_.data());
+        DecodeRows(info.encoding, want_.data(), 1, info.head_dim, info.scale_block,
+                   want_f32_.data());
         expect = want_f32_.data();
       }
       if (std::memcmp(out_[l].data() + i * orb, expect, orb) != 0) ++r_.wrong;
