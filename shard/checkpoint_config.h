@@ -87,11 +87,6 @@ std::vector<std::vector<std::vector<int64_t>>> DerivePrimes(int n_layers, int n_
 absl::StatusOr<HashLayout> DeriveHashLayout(const EngramConfig& c, std::vector<int64_t> token_map,
                                             int64_t pad_id);
 
-// numpy.random.default_rng(seed).integers(0, high, size=n, dtype=int64):
-// the generator behind DeriveMultipliers (SeedSequence, PCG64, Lemire's
-// bounded integers), exposed for tests. REQUIRES: high >= 1, n >= 0.
-std::vector<int64_t> NumpyIntegers(uint64_t seed, int64_t high, int n);
-
 }  // namespace engram
 
 #endif  // ENGRAM_SHARD_CHECKPOINT_CONFIG_H_

@@ -17,6 +17,7 @@
 #include "common/testing/child_process.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "shard/numpy_random.h"
 
 namespace engram {
 namespace {
