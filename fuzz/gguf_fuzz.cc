@@ -3,7 +3,8 @@
 // GgufEngramFile::Open on its /proc/self/fd path (the deepseek41 Engram
 // layout built from the metadata). A header it accepts has an aligned data
 // section inside the file and aligned tensor offsets; a file it opens has
-// a valid layout, and the first and last row of every layer can be read.
+// a valid layout, row bytes that follow from each layer's encoding, and the
+// first and last row of every layer can be read.
 #include <cstdint>
 #include <vector>
 
@@ -35,8 +36,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   const absl::Status valid = (*f)->layout().Validate();
   FUZZ_CHECK(valid.ok(), valid.ToString());
-  std::vector<uint8_t> row(GgufEngramFile::kRowBytes);
   for (int l = 0; l < (*f)->n_layers(); ++l) {
+    const absl::StatusOr<int> rb =
+        EncodedRowBytes((*f)->encoding(l), (*f)->head_dim(l), (*f)->scale_block(l));
+    FUZZ_CHECK(rb.ok() && *rb == (*f)->row_bytes(l), "row bytes follow from the encoding");
+    std::vector<uint8_t> row(static_cast<size_t>((*f)->row_bytes(l)));
     for (uint64_t r : {uint64_t{0}, (*f)->rows(l) - 1}) {
       const absl::Status s = (*f)->ReadRows(l, r, 1, row.data());
       FUZZ_CHECK(s.ok(), s.ToString());

@@ -117,6 +117,19 @@ void TableSeeds(const std::string& corpus, const HashLayout& tiny, const HashLay
   TableManifest g = OrDie(TableManifest::ForLayout("golden-small", 7, golden, 256, 32));
   for (LayerInfo& l : g.layers) l.checksum = FormatChecksum(0x0123456789abcdefULL + l.index);
   WriteSeed(corpus, "manifest_fuzz", "golden-manifest.json", g.ToJson());
+  // engramctl manifest of a Q2_K GGUF: no rows file, the source named.
+  TableManifest q = g;
+  q.rows_file.clear();
+  q.source_kind = "gguf";
+  q.source_path = "/models/V4.1-Q2_K-00001-of-00003.gguf";
+  for (LayerInfo& l : q.layers) {
+    l.encoding = RowEncoding::kQ2_K;
+    l.scale_block = 0;
+    l.row_bytes = 84;
+    l.weight_tensor = "blk." + std::to_string(l.layer_id) + ".engram_embd.weight";
+    l.scale_tensor.clear();
+  }
+  WriteSeed(corpus, "manifest_fuzz", "manifest-only-q2_k.json", q.ToJson());
   std::string escape = manifest;
   escape.replace(escape.find("\"rows.safetensors\""), 18, "\"../rows.safetensors\"");
   WriteSeed(corpus, "manifest_fuzz", "edge-rows-file-escapes.json", escape);
@@ -197,6 +210,34 @@ void GgufSeeds(const std::string& corpus, const HashLayout& tiny) {
   // The header alone: it parses, the tables then lie past the end.
   const std::string header_only = full.substr(0, full.size() - 2 * 17 * 264 - 64);
   WriteSeed(corpus, t, "edge-header-only.gguf", header_only);
+  // The published families (llama.cpp, fork, ds4), whole and as split
+  // sets; gguf_split_fuzz takes a set as the first split's length (u32 LE)
+  // then both splits.
+  const struct {
+    testing::GgufFamily family;
+    RowEncoding encoding;
+    int head_dim;
+    const char* name;
+  } families[] = {
+      {testing::GgufFamily::kLlamaCpp, RowEncoding::kQ8_0, 32, "llama.cpp-q8_0"},
+      {testing::GgufFamily::kLlamaCpp, RowEncoding::kQ2_K, 256, "llama.cpp-q2_k"},
+      {testing::GgufFamily::kFork, RowEncoding::kMxfp4, 32, "fork-mxfp4"},
+      {testing::GgufFamily::kDs4, RowEncoding::kFp8, 256, "ds4"},
+  };
+  for (const auto& f : families) {
+    testing::GgufFamilyOptions o;
+    o.family = f.family;
+    o.encoding = f.encoding;
+    o.head_dim = f.head_dim;
+    WriteSeed(corpus, t, std::string(f.name) + ".gguf",
+              OrDie(testing::EngramGgufFamily(tiny, o, 5))[0].Build());
+    o.n_splits = 2;
+    const std::vector<testing::GgufWriter> set = OrDie(testing::EngramGgufFamily(tiny, o, 5));
+    const std::string a = set[0].Build(), b = set[1].Build();
+    std::string input(4, '\0');
+    for (int i = 0; i < 4; ++i) input[i] = static_cast<char>((a.size() >> (8 * i)) & 0xFF);
+    WriteSeed(corpus, "gguf_split_fuzz", std::string(f.name) + "-2-splits.bin", input + a + b);
+  }
   testing::GgufWriter llama;
   llama.AddString("general.architecture", "llama");
   llama.AddStringArray("tokenizer.ggml.tokens", {"a", "b"});
@@ -222,6 +263,7 @@ int main(int argc, char** argv) {
   fuzz::ShardSeeds(corpus);
   fuzz::GgufSeeds(corpus, tiny);
   fuzz::WriteWireSeeds(corpus);
+  fuzz::WriteCheckpointSeeds(corpus);
   std::printf("engram-fuzz-corpus: wrote %s\n", corpus.c_str());
   return 0;
 }

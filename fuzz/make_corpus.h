@@ -16,6 +16,9 @@ void WriteSeed(const std::string& corpus, const std::string& target, const std::
 // wire_request_fuzz, wire_response_fuzz, stream_frame_fuzz (make_corpus_wire.cc).
 void WriteWireSeeds(const std::string& corpus);
 
+// checkpoint_config_fuzz, safetensors_index_fuzz (make_corpus_checkpoint.cc).
+void WriteCheckpointSeeds(const std::string& corpus);
+
 }  // namespace engram::fuzz
 
 #endif  // ENGRAM_FUZZ_MAKE_CORPUS_H_

@@ -19,7 +19,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(valid.ok(), valid.ToString());
   uint64_t rows = 0;
   for (const LayerInfo& l : m->layers) {
-    FUZZ_CHECK(l.row_bytes == l.head_dim + l.head_dim / l.scale_block, "row_bytes");
+    FUZZ_CHECK(l.row_bytes == EncodedRowBytes(l.encoding, l.head_dim, l.scale_block).value_or(-1),
+               "row_bytes");
     FUZZ_CHECK(!__builtin_add_overflow(rows, l.rows, &rows), "total rows wrap");
   }
   FUZZ_CHECK(m->total_rows() == rows, "total_rows");

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make fuzz: builds the libFuzzer targets of fuzz/ in build-fuzz/ (clang,
 # -DENGRAM_FUZZ=ON: ASan + UBSan + coverage) and runs each for FUZZ_SECONDS
-# (default 30) on a copy of its seed corpus, fuzz/corpus/<target>/. Prints
+# (default 30) on a copy of its seed corpus, fuzz/corpus/<target>/ (a built
+# target without one fails the run, exit 2). Prints
 # one line per target and exits 1 if any crashed; a crash's input is kept
 # in build-fuzz/fuzz-runs/<target>/ (replay: build-fuzz/bin/<target> FILE).
 #
@@ -35,12 +36,31 @@ cmake --build "$build" -j "$jobs" --target fuzzers >"$build/fuzz-build.log" 2>&1
   exit 2
 }
 
+# Every target the build made runs; one without a seed corpus is an error,
+# not a silent skip (fuzz/corpus/ is written by engram-fuzz-corpus).
 if [ -n "${FUZZ_TARGETS:-}" ]; then
   read -r -a targets <<<"$FUZZ_TARGETS"
 else
   targets=()
-  for d in "$here"/fuzz/corpus/*/; do targets+=("$(basename "$d")"); done
+  for b in "$build"/bin/*_fuzz; do [ -x "$b" ] && targets+=("$(basename "$b")"); done
 fi
+if [ ${#targets[@]} -eq 0 ]; then
+  echo "fuzz: the build made no *_fuzz target in $build/bin" >&2
+  exit 2
+fi
+missing=0
+for t in "${targets[@]}"; do
+  if [ ! -x "$build/bin/$t" ]; then
+    echo "fuzz: $t: no such target in $build/bin (FUZZ_TARGETS names fuzz/*_fuzz.cc)" >&2
+    missing=1
+  elif [ -z "$(ls -A "$here/fuzz/corpus/$t" 2>/dev/null)" ]; then
+    echo "fuzz: $t: no seed corpus in fuzz/corpus/$t; write it with" \
+      "'cmake --build build --target engram-fuzz-corpus && build/bin/engram-fuzz-corpus fuzz/corpus'" \
+      "and commit it" >&2
+    missing=1
+  fi
+done
+[ "$missing" -eq 0 ] || exit 2
 
 crashed=0
 for t in "${targets[@]}"; do
