@@ -2,7 +2,8 @@
 """Checks a rendering of helm/engram-store against what its parts promise
 each other, beyond the API schemas (tests/helm/validate.mjs):
 
-    chart_contract.py RENDERED.yaml REPO_DIR [ENGRAMCTL]
+    chart_contract.py [--import-flag NAME=VALUE]... [--no-import-flag NAME]...
+                      RENDERED.yaml REPO_DIR [ENGRAMCTL]
 
 - every container and Service names the ports grpc, stream and metrics, with
   the same numbers, and the server's flags use them: the row stream port it
@@ -13,7 +14,15 @@ each other, beyond the API schemas (tests/helm/validate.mjs):
   under the headless Service, shard 0 first (and equals what
   `ENGRAMCTL shardmap --from-dns` prints for it, when ENGRAMCTL is given);
 - each shard's init container imports that shard index of that shard count
-  into the directory the server serves;
+  into the directory the server serves, from exactly one source (--table,
+  --checkpoint or --gguf) that the pod can read: under the read-only table
+  volume's mount, or (a table only) the directory the fetch-table init
+  container downloads into; the profile trace is in the source's directory;
+  a checkpoint or GGUF is imported as the pod's table version
+  (--table-version), a table with its own;
+- with --import-flag NAME=VALUE, every import passes --NAME VALUE; with
+  --no-import-flag NAME, none passes --NAME (the expected command for the
+  values rendered);
 - memory request = limit, above --ram-budget; probes on the gRPC port;
 - TLS and auth flags name files of mounted Secrets;
 - the PrometheusRule holds docs/prometheus/engram-store-rules.yaml, the
@@ -24,13 +33,17 @@ Prints one line per failed check and a last line
 "chart_contract: N checks, all passed" (exit 0) or "... F failed" (exit 1).
 """
 import json
+import posixpath
 import re
+import shlex
 import subprocess
 import sys
 
 import yaml
 
 PORT_NAMES = ["grpc", "stream", "metrics"]
+# engramctl import's source flags: exactly one is given.
+SOURCE_FLAGS = ["table", "checkpoint", "gguf"]
 
 
 class Checker:
@@ -64,6 +77,22 @@ def flags(args):
     return out
 
 
+def import_args(script):
+    """The arguments of the `engramctl import` command in an init script
+    (its lines joined where they end in a backslash), as the shell splits
+    them; None when there is none."""
+    for line in script.replace("\\\n", " ").splitlines():
+        words = shlex.split(line)
+        if words[:2] == ["engramctl", "import"]:
+            return words[2:]
+    return None
+
+
+def under(path, directory):
+    path, directory = posixpath.normpath(path), posixpath.normpath(directory)
+    return path == directory or path.startswith(directory.rstrip("/") + "/")
+
+
 def selects(selector, labels):
     return all(labels.get(k) == v for k, v in selector.items())
 
@@ -74,10 +103,24 @@ def mebibytes(quantity):
 
 
 def main():
-    if len(sys.argv) not in (3, 4):
-        sys.exit("usage: chart_contract.py RENDERED.yaml REPO_DIR [ENGRAMCTL]")
-    rendered, repo = sys.argv[1], sys.argv[2]
-    engramctl = sys.argv[3] if len(sys.argv) == 4 else None
+    usage = ("usage: chart_contract.py [--import-flag NAME=VALUE]... [--no-import-flag NAME]... "
+             "RENDERED.yaml REPO_DIR [ENGRAMCTL]")
+    argv, want_import, no_import = sys.argv[1:], {}, []
+    while argv and argv[0] in ("--import-flag", "--no-import-flag"):
+        if len(argv) < 2:
+            sys.exit(usage)
+        if argv[0] == "--import-flag":
+            if "=" not in argv[1]:
+                sys.exit(usage)
+            k, v = argv[1].split("=", 1)
+            want_import[k] = v
+        else:
+            no_import.append(argv[1])
+        argv = argv[2:]
+    if len(argv) not in (2, 3):
+        sys.exit(usage)
+    rendered, repo = argv[0], argv[1]
+    engramctl = argv[2] if len(argv) == 3 else None
     with open(rendered) as f:
         objects = [o for o in yaml.safe_load_all(f) if o]
     c = Checker()
@@ -139,6 +182,7 @@ def main():
                      f"{name}: imports shard {index} of {n_shards}")
             c.expect(f"dir={db}\n" in script and 'mv "$dir.importing" "$dir"' in script,
                      f"{name}: imports into the served directory {db}")
+            check_import_source(c, name, pod, imports[0], want_import, no_import)
 
         res = server.get("resources", {})
         req, lim = res.get("requests", {}).get("memory"), res.get("limits", {}).get("memory")
@@ -220,6 +264,53 @@ def main():
         relabel = {r["targetLabel"] for r in sm["spec"]["endpoints"][0].get("relabelings", [])}
         c.expect({"job", "shard", "replica"} <= relabel, "ServiceMonitor sets job, shard and replica")
     return finish(c)
+
+
+def check_import_source(c, name, pod, init, want, absent):
+    """The import's source: one flag, a path the init container can read, the
+    profile trace beside it, the table version; then the expected flags."""
+    args = import_args(init.get("args", [""])[0])
+    if not c.expect(args is not None, f"{name}: the import init container runs engramctl import"):
+        return
+    f = flags(args)
+    given = [k for k in SOURCE_FLAGS if k in f]
+    if not c.expect(len(given) == 1, f"{name}: engramctl import has exactly one source flag, got {given}"):
+        return
+    kind, path = given[0], str(f[given[0]])
+    # The directory the source is in: the table or checkpoint directory, the GGUF's.
+    src_dir = posixpath.dirname(path) if kind == "gguf" else path
+    volumes = {v["name"]: v for v in pod["spec"].get("volumes", [])}
+    mounted = [m["mountPath"] for m in init.get("volumeMounts", [])
+               if m["name"] == "table" and m.get("readOnly") and "table" in volumes]
+    fetch = [k for k in pod["spec"].get("initContainers", []) if k["name"] == "fetch-table"]
+    if fetch:
+        fetch_script = fetch[0].get("args", [""])[0]
+        c.expect(kind == "table" and f"mkdir -p {path}\n" in fetch_script,
+                 f"{name}: --{kind} {path} is the directory fetch-table downloads the table into")
+        if "profile-trace" in f:
+            c.expect(re.search(r"for f in [^;]*\b" + re.escape(posixpath.basename(str(f["profile-trace"]))) + r"\b",
+                               fetch_script) is not None,
+                     f"{name}: fetch-table downloads the profile trace {f['profile-trace']}")
+    else:
+        c.expect(any(under(src_dir, m) for m in mounted),
+                 f"{name}: --{kind} {path} is in the table volume mounted read-only (mounts {mounted})")
+    if kind == "gguf":
+        c.expect(path.endswith(".gguf"), f"{name}: --gguf {path} names a .gguf file")
+    if "profile-trace" in f:
+        trace = str(f["profile-trace"])
+        c.expect(posixpath.dirname(trace) == posixpath.normpath(src_dir),
+                 f"{name}: --profile-trace {trace} is in the source's directory {src_dir}")
+    version = pod["metadata"].get("annotations", {}).get("engram.io/table-version")
+    if kind == "table":
+        c.expect("table-version" not in f, f"{name}: a table is imported with its own version (no --table-version)")
+    else:
+        c.expect(str(f.get("table-version")) == version,
+                 f"{name}: --{kind} is imported as the pod's table version {version}, "
+                 f"got --table-version {f.get('table-version')}")
+    for k, v in want.items():
+        c.expect(k in f and str(f[k]) == v, f"{name}: engramctl import --{k} {f.get(k)}, want {v}")
+    for k in absent:
+        c.expect(k not in f, f"{name}: engramctl import without --{k}, got --{k} {f.get(k)}")
 
 
 def finish(c):

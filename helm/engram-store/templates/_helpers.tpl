@@ -103,6 +103,23 @@ at all); a failed check stops the render with what to change.
 {{- if and (eq .Values.table.source.type "url") (not .Values.table.source.url) }}
 {{- fail "table.source.url is required with table.source.type url" }}
 {{- end }}
+{{- $format := .Values.table.source.format }}
+{{- $file := toString (.Values.table.source.file | default "") }}
+{{- if not (has $format (list "table" "checkpoint" "gguf")) }}
+{{- fail (printf "table.source.format must be table, checkpoint or gguf, not %q" $format) }}
+{{- end }}
+{{- if and (ne $format "table") (ne .Values.table.source.type "volume") }}
+{{- fail (printf "table.source.format %s needs table.source.type volume, not %q: a checkpoint or GGUF is hundreds of GB of files, mount it read-only (table.source.volume, table.source.path)" $format .Values.table.source.type) }}
+{{- end }}
+{{- if and (eq $format "gguf") (not $file) }}
+{{- fail "table.source.file is required with table.source.format gguf: the GGUF file's name inside table.source.path (any split of a split set)" }}
+{{- end }}
+{{- if contains "/" $file }}
+{{- fail (printf "table.source.file must be a file name, not a path (%q): put its directory in table.source.path" $file) }}
+{{- end }}
+{{- if and $file (ne $format "gguf") }}
+{{- fail (printf "table.source.file is read with table.source.format gguf only (format is %q): set table.source.format gguf, or unset table.source.file" $format) }}
+{{- end }}
 {{- if and .Values.tls.enabled (not .Values.tls.secretName) }}
 {{- fail "tls.secretName is required with tls.enabled (a kubernetes.io/tls Secret)" }}
 {{- end }}
