@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "fuzz/fuzz_util.h"
+#include "fuzz/gguf_checks.h"
 #include "shard/gguf.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -34,17 +35,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                f.status().ToString());
     return 0;
   }
-  const absl::Status valid = (*f)->layout().Validate();
-  FUZZ_CHECK(valid.ok(), valid.ToString());
-  for (int l = 0; l < (*f)->n_layers(); ++l) {
-    const absl::StatusOr<int> rb =
-        EncodedRowBytes((*f)->encoding(l), (*f)->head_dim(l), (*f)->scale_block(l));
-    FUZZ_CHECK(rb.ok() && *rb == (*f)->row_bytes(l), "row bytes follow from the encoding");
-    std::vector<uint8_t> row(static_cast<size_t>((*f)->row_bytes(l)));
-    for (uint64_t r : {uint64_t{0}, (*f)->rows(l) - 1}) {
-      const absl::Status s = (*f)->ReadRows(l, r, 1, row.data());
-      FUZZ_CHECK(s.ok(), s.ToString());
-    }
-  }
+  fuzz::CheckOpenedGguf(**f);
   return 0;
 }

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "fuzz/fuzz_util.h"
+#include "fuzz/gguf_checks.h"
 #include "shard/gguf.h"
 
 namespace {
@@ -60,17 +61,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   FUZZ_CHECK((*f)->files().size() == 2, "both splits");
-  const absl::Status valid = (*f)->layout().Validate();
-  FUZZ_CHECK(valid.ok(), valid.ToString());
-  for (int l = 0; l < (*f)->n_layers(); ++l) {
-    const absl::StatusOr<int> rb =
-        EncodedRowBytes((*f)->encoding(l), (*f)->head_dim(l), (*f)->scale_block(l));
-    FUZZ_CHECK(rb.ok() && *rb == (*f)->row_bytes(l), "row bytes follow from the encoding");
-    std::vector<uint8_t> row(static_cast<size_t>(*rb));
-    for (uint64_t r : {uint64_t{0}, (*f)->rows(l) - 1}) {
-      const absl::Status s = (*f)->ReadRows(l, r, 1, row.data());
-      FUZZ_CHECK(s.ok(), s.ToString());
-    }
-  }
+  fuzz::CheckOpenedGguf(**f);
   return 0;
 }
