@@ -6,16 +6,15 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <fstream>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
-#include "absl/strings/escaping.h"
+#include "common/dequant_golden.h"
 #include "common/fp8.h"
 #include "common/ggml_blocks.h"
 
@@ -23,7 +22,6 @@ namespace engram {
 namespace {
 
 using ggml::internal::Kernel;
-using nlohmann::json;
 
 constexpr RowEncoding kAll[] = {RowEncoding::kFp8,  RowEncoding::kQ8_0,  RowEncoding::kQ2_K,
                                 RowEncoding::kQ3_K, RowEncoding::kQ4_K,  RowEncoding::kQ5_K,
@@ -33,94 +31,72 @@ constexpr Kernel kKernels[] = {Kernel::kPortable, Kernel::kAvx2, Kernel::kAvx512
 
 uint32_t Bits(float f) { return std::bit_cast<uint32_t>(f); }
 
-// One type of gguf_dequant.json: its rows' bytes and expected values.
-struct GoldenType {
-  std::string name;
-  uint32_t ggml_type = 0;
-  int block_bytes = 0, block_values = 0, row_bytes = 0;
-  std::vector<std::vector<uint8_t>> rows;
-  std::vector<std::vector<float>> f32;  // each value parsed as double, then rounded
-};
-
-std::vector<GoldenType> LoadGolden() {
+// The whole of gguf_dequant.json, through the reader engramctl dequant-check
+// uses. Fails (fatally) when it does not load; every row must be row_bytes.
+void LoadGolden(std::vector<DequantGoldenType>* types) {
   const std::string path = std::string(ENGRAM_GOLDEN_DIR) + "/gguf_dequant.json";
-  std::ifstream in(path);
-  EXPECT_TRUE(in.good()) << "cannot open " << path;
-  const json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
-  EXPECT_TRUE(j.is_object() && j.contains("types")) << path << " is not a gguf_dequant golden";
-  std::vector<GoldenType> types;
-  if (!j.is_object() || !j.contains("types")) return types;
-  for (const json& t : j["types"]) {
-    GoldenType g;
-    g.name = t["name"].get<std::string>();
-    g.ggml_type = t["ggml_type"].get<uint32_t>();
-    g.block_bytes = t["block_bytes"].get<int>();
-    g.block_values = t["block_values"].get<int>();
-    g.row_bytes = t["row_bytes"].get<int>();
-    for (const json& r : t["rows"]) {
-      const std::string hex = r["bytes"].get<std::string>();
-      EXPECT_EQ(hex.size(), 2u * g.row_bytes) << g.name;
-      const std::string bytes = absl::HexStringToBytes(hex);
-      g.rows.emplace_back(bytes.begin(), bytes.end());
-      std::vector<float>& values = g.f32.emplace_back();
-      for (const json& v : r["f32"]) values.push_back(static_cast<float>(v.get<double>()));
+  absl::StatusOr<std::vector<DequantGoldenType>> golden = ReadDequantGolden(path);
+  ASSERT_TRUE(golden.ok()) << golden.status();
+  for (const DequantGoldenType& g : *golden) {
+    for (const DequantGoldenRow& row : g.rows) {
+      EXPECT_EQ(row.bytes.size(), static_cast<size_t>(g.row_bytes)) << g.name;
     }
-    types.push_back(std::move(g));
   }
-  return types;
+  *types = *std::move(golden);
 }
 
-// The golden's rule: equal as floats, so bit for bit except that it writes
-// -0 (ggml's d * 0 for a negative d) as 0.
-bool SameAsGolden(float got, float want) {
-  return Bits(got) == Bits(want) || (got == 0.0f && want == 0.0f);
-}
-
-RowEncoding EncodingOf(const GoldenType& g) {
+RowEncoding EncodingOf(const DequantGoldenType& g) {
   const std::optional<RowEncoding> e = RowEncodingOfGgmlType(g.ggml_type);
   EXPECT_TRUE(e.has_value()) << g.name;
   return e.value_or(RowEncoding::kFp8);
 }
 
 TEST(RowEncodingGolden, CoversEveryBlockType) {
+  std::vector<DequantGoldenType> golden;
+  ASSERT_NO_FATAL_FAILURE(LoadGolden(&golden));
   std::vector<std::string> names;
-  for (const GoldenType& g : LoadGolden()) names.push_back(g.name);
+  for (const DequantGoldenType& g : golden) names.push_back(g.name);
   EXPECT_EQ(names,
             (std::vector<std::string>{"Q8_0", "MXFP4", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"}));
 }
 
 TEST(RowEncodingGolden, GeometryMatches) {
-  for (const GoldenType& g : LoadGolden()) {
+  std::vector<DequantGoldenType> golden;
+  ASSERT_NO_FATAL_FAILURE(LoadGolden(&golden));
+  for (const DequantGoldenType& g : golden) {
     const RowEncoding e = EncodingOf(g);
     EXPECT_EQ(RowEncodingName(e), absl::AsciiStrToLower(g.name));
     EXPECT_EQ(GgmlTypeOfRowEncoding(e), g.ggml_type) << g.name;
     EXPECT_EQ(BlockValues(e, 32), g.block_values) << g.name;
     EXPECT_EQ(BlockBytes(e, 32), g.block_bytes) << g.name;
-    ASSERT_FALSE(g.f32.empty()) << g.name;
-    const int head_dim = static_cast<int>(g.f32[0].size());
+    ASSERT_FALSE(g.rows.empty()) << g.name;
+    const int head_dim = static_cast<int>(g.rows[0].f32.size());
     EXPECT_EQ(head_dim, 256) << g.name;
     EXPECT_EQ(EncodedRowBytes(e, head_dim, 32).value_or(-1), g.row_bytes) << g.name;
   }
 }
 
 // Every row of every type, through DecodeRows and through each kernel this
-// CPU runs: f32 bit for bit (SameAsGolden), bf16 the nearest-even rounding
-// of each f32.
+// CPU runs: f32 bit for bit (SameAsDequantGolden), bf16 the nearest-even
+// rounding of each f32.
 TEST(RowEncodingGolden, EveryRowDecodesBitForBit) {
+  std::vector<DequantGoldenType> golden;
+  ASSERT_NO_FATAL_FAILURE(LoadGolden(&golden));
   int rows_checked = 0;
-  for (const GoldenType& g : LoadGolden()) {
+  for (const DequantGoldenType& g : golden) {
     const RowEncoding e = EncodingOf(g);
     const ggml::Type t = static_cast<ggml::Type>(g.ggml_type);
     for (size_t r = 0; r < g.rows.size(); ++r) {
-      const std::vector<float>& want = g.f32[r];
+      const std::vector<uint8_t>& bytes = g.rows[r].bytes;
+      const std::vector<float>& want = g.rows[r].f32;
       const int head_dim = static_cast<int>(want.size());
-      ASSERT_EQ(g.rows[r].size(), static_cast<size_t>(g.row_bytes));
+      ASSERT_EQ(bytes.size(), static_cast<size_t>(g.row_bytes));
       std::vector<float> got(head_dim);
       std::vector<uint16_t> got_bf16(head_dim);
-      DecodeRows(e, g.rows[r].data(), 1, head_dim, 32, got.data());
-      DecodeRows(e, g.rows[r].data(), 1, head_dim, 32, got_bf16.data());
+      DecodeRows(e, bytes.data(), 1, head_dim, 32, got.data());
+      DecodeRows(e, bytes.data(), 1, head_dim, 32, got_bf16.data());
       for (int j = 0; j < head_dim; ++j) {
-        ASSERT_TRUE(SameAsGolden(got[j], want[j]))
+        ASSERT_TRUE(SameAsDequantGolden(got[j], want[j]))
             << g.name << " row " << r << " value " << j << ": got " << got[j] << " (0x" << std::hex
             << Bits(got[j]) << "), want " << want[j] << " (0x" << Bits(want[j]) << ")";
         ASSERT_EQ(got_bf16[j], fp8::FloatToBf16(got[j])) << g.name << " row " << r << " " << j;
@@ -129,8 +105,8 @@ TEST(RowEncodingGolden, EveryRowDecodesBitForBit) {
         if (!ggml::internal::KernelSupported(k)) continue;
         std::vector<float> by_kernel(head_dim);
         std::vector<uint16_t> by_kernel_bf16(head_dim);
-        ggml::internal::DequantizeRowWith(k, t, g.rows[r].data(), head_dim, by_kernel.data());
-        ggml::internal::DequantizeRowWith(k, t, g.rows[r].data(), head_dim, by_kernel_bf16.data());
+        ggml::internal::DequantizeRowWith(k, t, bytes.data(), head_dim, by_kernel.data());
+        ggml::internal::DequantizeRowWith(k, t, bytes.data(), head_dim, by_kernel_bf16.data());
         EXPECT_EQ(by_kernel, got) << g.name << " row " << r << " kernel " << static_cast<int>(k);
         EXPECT_EQ(by_kernel_bf16, got_bf16) << g.name << " row " << r;
       }
@@ -141,19 +117,23 @@ TEST(RowEncodingGolden, EveryRowDecodesBitForBit) {
 }
 
 TEST(RowEncodingGolden, ManyRowsAtOnceEqualOneByOne) {
-  for (const GoldenType& g : LoadGolden()) {
+  std::vector<DequantGoldenType> golden;
+  ASSERT_NO_FATAL_FAILURE(LoadGolden(&golden));
+  for (const DequantGoldenType& g : golden) {
     const RowEncoding e = EncodingOf(g);
     const int head_dim = 256;
     std::vector<uint8_t> all;
-    for (const auto& row : g.rows) all.insert(all.end(), row.begin(), row.end());
+    for (const DequantGoldenRow& row : g.rows) {
+      all.insert(all.end(), row.bytes.begin(), row.bytes.end());
+    }
     const size_t n = g.rows.size();
     std::vector<float> batch(n * head_dim), single(n * head_dim);
     std::vector<uint16_t> batch_bf16(n * head_dim), single_bf16(n * head_dim);
     DecodeRows(e, all.data(), n, head_dim, 32, batch.data());
     DecodeRows(e, all.data(), n, head_dim, 32, batch_bf16.data());
     for (size_t r = 0; r < n; ++r) {
-      DecodeRows(e, g.rows[r].data(), 1, head_dim, 32, single.data() + r * head_dim);
-      DecodeRows(e, g.rows[r].data(), 1, head_dim, 32, single_bf16.data() + r * head_dim);
+      DecodeRows(e, g.rows[r].bytes.data(), 1, head_dim, 32, single.data() + r * head_dim);
+      DecodeRows(e, g.rows[r].bytes.data(), 1, head_dim, 32, single_bf16.data() + r * head_dim);
     }
     EXPECT_EQ(batch, single) << g.name;
     EXPECT_EQ(batch_bf16, single_bf16) << g.name;
