@@ -3,7 +3,8 @@
 // it holds laid out for comparison.
 //
 //   engram-test-fixture --family checkpoint|llama.cpp|fork|ds4
-//       [--encoding q2_k] [--splits N] [--head-dim D] --out DIR
+//       [--encoding q2_k] [--splits N] [--head-dim D] [--engram-vocab-size V]
+//       [--expected=false] --out DIR
 //
 // Writes DIR/source/ (the files), DIR/expected/layerL.raw (every stored row
 // of layer index L, in row order, as the file holds them) and
@@ -27,7 +28,10 @@
 ABSL_FLAG(std::string, family, "checkpoint", "checkpoint, llama.cpp, fork or ds4");
 ABSL_FLAG(std::string, encoding, "q8_0", "the GGUF families' row encoding");
 ABSL_FLAG(int32_t, splits, 1, "GGUF files of the set");
-ABSL_FLAG(int32_t, head_dim, 256, "GGUF values per row");
+ABSL_FLAG(int32_t, head_dim, 256, "values per row");
+ABSL_FLAG(int64_t, engram_vocab_size, 50,
+          "the prime walk's base: each layer has about 2 x this many rows per (order, head)");
+ABSL_FLAG(bool, expected, true, "write expected/ (off for large fixtures)");
 ABSL_FLAG(std::string, out, "", "the directory to write");
 
 namespace engram {
@@ -46,6 +50,8 @@ int Main() {
   std::filesystem::create_directories(out + "/expected");
   std::filesystem::create_directories(src);
   testing::CheckpointFixture ckpt;
+  ckpt.engram_vocab_size = absl::GetFlag(FLAGS_engram_vocab_size);
+  if (family == "checkpoint") ckpt.head_dim = absl::GetFlag(FLAGS_head_dim);
   absl::StatusOr<HashLayout> layout = testing::FixtureLayout(ckpt);
   if (!layout.ok()) return Fail(std::string(layout.status().message()));
   std::vector<uint64_t> rows;
@@ -91,7 +97,7 @@ int Main() {
       return testing::FixtureRowBytes(encoding, kSeed, l, r, head_dim);
     };
   }
-  for (size_t l = 0; l < rows.size(); ++l) {
+  for (size_t l = 0; absl::GetFlag(FLAGS_expected) && l < rows.size(); ++l) {
     std::string raw;
     for (uint64_t r = 0; r < rows[l]; ++r) raw += row(static_cast<int>(l), r);
     std::vector<float> values(rows[l] * static_cast<size_t>(head_dim));
