@@ -12,8 +12,9 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${SANITIZE_BUILD:-$here/build-asan}"
 jobs="${JOBS:-2}"
-read -r -a tests <<<"${SANITIZE_TESTS:-gguf_test hot_profile_test json_parse_test layout_test \
-safetensors_test shard_map_test table_manifest_test table_test wire_test engram_hash_test}"
+read -r -a tests <<<"${SANITIZE_TESTS:-gguf_test gguf_family_test hot_profile_test json_parse_test \
+layout_test safetensors_test shard_map_test table_manifest_test table_test wire_test \
+engram_hash_test row_encoding_test checkpoint_config_test token_map_test}"
 
 mkdir -p "$build"
 if [ ! -f "$build/CMakeCache.txt" ]; then
