@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "bench/proc_stat.h"
-#include "common/metrics/scrape.h"
+#include "common/prometheus_scrape.h"
 #include "common/shard_map.h"
 #include "common/status_macros.h"
 #include "shard/footprint.h"
@@ -88,13 +88,13 @@ double Deployment::cpu_seconds() const {
 absl::StatusOr<std::vector<Deployment::ShardCounters>> Deployment::Counters() const {
   std::vector<ShardCounters> out;
   for (const auto& s : shards_) {
-    ASSIGN_OR_RETURN(metrics::HttpResponse r, metrics::HttpGet(s->metrics_port(), "/metrics"));
-    const std::vector<metrics::Sample> samples = metrics::ParseSamples(r.body);
+    ASSIGN_OR_RETURN(scrape::HttpResponse r, scrape::HttpGet(s->metrics_port(), "/metrics"));
+    const std::vector<scrape::Sample> samples = scrape::ParseSamples(r.body);
     ShardCounters c;
-    c.rows.pinned = metrics::SumSamples(samples, "engram_shard_rows_total", {{"tier", "pinned"}});
-    c.rows.cached = metrics::SumSamples(samples, "engram_shard_rows_total", {{"tier", "cached"}});
-    c.rows.disk = metrics::SumSamples(samples, "engram_shard_rows_total", {{"tier", "disk"}});
-    c.file_reads = metrics::SumSamples(samples, "engram_shard_rocksdb_file_reads", {});
+    c.rows.pinned = scrape::SumSamples(samples, "engram_shard_rows_total", {{"tier", "pinned"}});
+    c.rows.cached = scrape::SumSamples(samples, "engram_shard_rows_total", {{"tier", "cached"}});
+    c.rows.disk = scrape::SumSamples(samples, "engram_shard_rows_total", {{"tier", "disk"}});
+    c.file_reads = scrape::SumSamples(samples, "engram_shard_rocksdb_file_reads", {});
     out.push_back(c);
   }
   return out;

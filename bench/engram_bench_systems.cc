@@ -12,7 +12,7 @@
 #include "bench/bench_client_shards.h"
 #include "bench/engram_bench_proc.h"
 #include "client/engram_client.h"
-#include "common/metrics/scrape.h"
+#include "common/prometheus_scrape.h"
 #include "common/status_macros.h"
 #include "common/testing/test_certs.h"
 #include "shard/row_store.h"
@@ -138,14 +138,14 @@ class EngramSystem : public BenchSystem {
     }
     const std::map<std::string, std::string> lookup = {{"method", "Lookup"}};
     for (int port : deployment_->metrics_ports()) {
-      ASSIGN_OR_RETURN(metrics::HttpResponse page, metrics::HttpGet(port, "/metrics"));
-      const std::vector<metrics::Sample> samples = metrics::ParseSamples(page.body);
-      c.disk_rows += metrics::SumSamples(samples, "engram_shard_rows_total", {{"tier", "disk"}});
-      c.disk_reads += metrics::SumSamples(samples, "engram_shard_rocksdb_file_reads");
+      ASSIGN_OR_RETURN(scrape::HttpResponse page, scrape::HttpGet(port, "/metrics"));
+      const std::vector<scrape::Sample> samples = scrape::ParseSamples(page.body);
+      c.disk_rows += scrape::SumSamples(samples, "engram_shard_rows_total", {{"tier", "disk"}});
+      c.disk_reads += scrape::SumSamples(samples, "engram_shard_rocksdb_file_reads");
       c.lookups +=
-          metrics::SumSamples(samples, "engram_shard_request_duration_seconds_count", lookup);
+          scrape::SumSamples(samples, "engram_shard_request_duration_seconds_count", lookup);
       c.handler_seconds +=
-          metrics::SumSamples(samples, "engram_shard_request_duration_seconds_sum", lookup);
+          scrape::SumSamples(samples, "engram_shard_request_duration_seconds_sum", lookup);
     }
     return c;
   }

@@ -1,27 +1,43 @@
 #include "client/client_metrics.h"
-#include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 
+#include <exception>
 #include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 
 namespace engram {
 namespace {
 
-metrics::Counter* NewCounter(metrics::Registry& r, const std::string& name,
-                             const std::string& help) {
-  return &metrics::BuildCounter().Name(name).Help(help).Register(r).Add({});
+prometheus::Counter* NewCounter(prometheus::Registry& r, const std::string& name,
+                                const std::string& help) {
+  return &prometheus::BuildCounter().Name(name).Help(help).Register(r).Add({});
 }
 
-void Advance(metrics::Counter* c, uint64_t now, uint64_t before) {
+void Advance(prometheus::Counter* c, uint64_t now, uint64_t before) {
   if (now > before) c->Increment(static_cast<double>(now - before));
 }
 
 }  // namespace
 
-ClientMetrics::ClientMetrics(std::shared_ptr<metrics::Registry> registry, int n_shards,
+absl::StatusOr<std::unique_ptr<ClientMetrics>> ClientMetrics::Create(
+    std::shared_ptr<prometheus::Registry> registry, int n_shards,
+    std::function<ClientStats()> stats) {
+  try {
+    return std::unique_ptr<ClientMetrics>(
+        new ClientMetrics(std::move(registry), n_shards, std::move(stats)));
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metrics_registry: cannot register the client's metrics: ", e.what()));
+  }
+}
+
+ClientMetrics::ClientMetrics(std::shared_ptr<prometheus::Registry> registry, int n_shards,
                              std::function<ClientStats()> stats)
     : registry_(std::move(registry)), stats_(std::move(stats)) {
-  metrics::Registry& r = *registry_;
+  prometheus::Registry& r = *registry_;
   steps_ = NewCounter(r, "engram_client_steps_total", "Steps prefetched.");
   ids_ = NewCounter(r, "engram_client_ids_total", "Row ids hashed (before de-duplication).");
   unique_ = NewCounter(r, "engram_client_unique_rows_total", "Rows after de-duplication.");
@@ -36,11 +52,11 @@ ClientMetrics::ClientMetrics(std::shared_ptr<metrics::Registry> registry, int n_
                        "Attempts answered over a row stream (the rest over gRPC).");
   hedges_ = NewCounter(r, "engram_client_hedges_total", "Hedged attempts sent.");
   failed_ = NewCounter(r, "engram_client_failed_rpcs_total", "RPCs no replica answered.");
-  auto& seconds = metrics::BuildCounter()
+  auto& seconds = prometheus::BuildCounter()
                       .Name("engram_client_shard_rpc_seconds_total")
                       .Help("Latency of successful RPCs, summed, per shard.")
                       .Register(r);
-  auto& count = metrics::BuildCounter()
+  auto& count = prometheus::BuildCounter()
                     .Name("engram_client_shard_rpcs_total")
                     .Help("Successful RPCs per shard.")
                     .Register(r);
@@ -53,10 +69,27 @@ ClientMetrics::ClientMetrics(std::shared_ptr<metrics::Registry> registry, int n_
     last_.shard_latency_sum_seconds.assign(static_cast<size_t>(n_shards), 0);
     last_.shard_rpcs.assign(static_cast<size_t>(n_shards), 0);
   }
-  callback_ = registry_->AddCollectCallback([this] { Refresh(); });
+  refresher_ = std::thread([this] { RefreshLoop(); });
 }
 
-ClientMetrics::~ClientMetrics() { registry_->RemoveCollectCallback(callback_); }
+ClientMetrics::~ClientMetrics() {
+  {
+    absl::MutexLock l(&mu_);
+    stop_ = true;
+  }
+  refresher_.join();
+  Refresh();
+}
+
+void ClientMetrics::RefreshLoop() {
+  for (;;) {
+    {
+      absl::MutexLock l(&mu_);
+      if (mu_.AwaitWithTimeout(absl::Condition(&stop_), kRefreshPeriod)) return;
+    }
+    Refresh();
+  }
+}
 
 void ClientMetrics::Refresh() {
   const ClientStats now = stats_();

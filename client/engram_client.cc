@@ -226,8 +226,9 @@ absl::StatusOr<std::unique_ptr<EngramClient>> EngramClient::Create(ClientOptions
   auto client = std::unique_ptr<EngramClient>(new EngramClient(std::move(impl)));
   if (c.options.metrics_registry != nullptr) {
     EngramClient* self = client.get();
-    client->impl_->metrics = std::make_unique<ClientMetrics>(c.options.metrics_registry, c.n_shards,
-                                                             [self] { return self->stats(); });
+    ASSIGN_OR_RETURN(client->impl_->metrics,
+                     ClientMetrics::Create(c.options.metrics_registry, c.n_shards,
+                                           [self] { return self->stats(); }));
   }
   if (client->impl_->options.local_cache_bytes > 0) {
     ASSIGN_OR_RETURN(std::unique_ptr<LocalCache> cache, LocalCache::Build(*client));
@@ -237,7 +238,10 @@ absl::StatusOr<std::unique_ptr<EngramClient>> EngramClient::Create(ClientOptions
 }
 
 EngramClient::EngramClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-EngramClient::~EngramClient() = default;
+EngramClient::~EngramClient() {
+  // First: its last refresh reads stats() from a whole Impl.
+  if (impl_ != nullptr) impl_->metrics.reset();
+}
 
 const HashLayout& EngramClient::layout() const { return impl_->hasher->layout(); }
 int EngramClient::n_layers() const { return impl_->n_layers; }

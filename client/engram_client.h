@@ -37,11 +37,11 @@
 #include "common/layout.h"
 #include "common/row_encoding.h"
 
-namespace engram {
-
-namespace metrics {
+namespace prometheus {
 class Registry;
-}
+}  // namespace prometheus
+
+namespace engram {
 
 // How Lookups travel (docs/wire-protocol.md).
 enum class Transport {
@@ -133,8 +133,11 @@ struct ClientOptions {
 
   // Positions each Sequence can hold.
   int64_t sequence_capacity = SequenceState::kDefaultCapacity;
-  // Optional: client metrics are also registered here (Prometheus).
-  std::shared_ptr<metrics::Registry> metrics_registry;
+  // Optional: the client's counters are also registered here as
+  // engram_client_* series (prometheus-cpp), brought up to date from
+  // stats() once a second by a thread of the client and once more when the
+  // client is destroyed. Serve it with the worker's prometheus::Exposer.
+  std::shared_ptr<prometheus::Registry> metrics_registry;
 
   // InvalidArgument naming the first bad field; checks the options alone,
   // without reading any file (Create() checks them too, first).

@@ -8,7 +8,7 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev librocksdb-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libcivetweb-dev civetweb
+  libcivetweb-dev civetweb prometheus-cpp-dev
   nlohmann-json3-dev
   prometheus
   redis-server libhiredis-dev

@@ -17,17 +17,18 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "common/metrics/exposer.h"
-#include "common/metrics/registry.h"
+#include "common/prometheus_exposer.h"
 #include "common/status_macros.h"
 #include "common/tls.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "prometheus/registry.h"
 #include "service/admin_service.h"
 #include "service/auth.h"
 #include "service/log.h"
 #include "service/serving_table.h"
+#include "service/shard_collectable.h"
 #include "service/shard_metrics.h"
 #include "service/store_service.h"
 #include "service/stream_server.h"
@@ -214,14 +215,14 @@ absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::Start(const ShardServe
                    OpenTable(options, options.db_dir, /*initial=*/true));
   server->StartMetrics(*table);
   if (options.metrics_port >= 0) {
-    auto exposer = metrics::Exposer::Create(MetricsBindAddress(
+    auto exposer = MetricsExposer::Start(MetricsBindAddress(
         options.metrics_host.empty() ? server->listen_host_ : options.metrics_host,
         options.metrics_port));
     if (!exposer.ok()) {
       return Annotate(exposer.status(), "starting the metrics endpoint: ");
     }
     server->exposer_ = std::move(*exposer);
-    server->exposer_->RegisterCollectable(server->registry_);
+    server->exposer_->exposer().RegisterCollectable(server->registry_);
   }
   StoreServiceLimits limits;
   limits.max_rows_per_request = options.max_rows_per_request;
@@ -229,6 +230,11 @@ absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::Start(const ShardServe
   limits.gather_threads = GatherThreads(options.gather_threads);
   server->service_ = std::make_unique<StoreService>(std::move(table), *server->metrics_, limits,
                                                     server->auth_.get());
+  if (server->exposer_ != nullptr) {
+    // Its values are read from service_: registered once that exists (the
+    // exposer's lock orders the two).
+    server->exposer_->exposer().RegisterCollectable(server->scrape_metrics_);
+  }
   server->admin_ = std::make_unique<AdminService>(server.get(), server->auth_.get());
   if (options.stream_port >= 0) {
     StreamServerOptions stream_options;
@@ -324,34 +330,33 @@ absl::StatusOr<std::shared_ptr<ServingTable>> ShardServer::OpenTable(
 }
 
 void ShardServer::SetTableMetrics(const ServingTable& table) {
-  metrics_->SetTableVersion(table.version());
   std::vector<std::string> encodings;
   for (const ShardInfo::Layer& l : table.store().shard_info().layers) {
     encodings.emplace_back(RowEncodingName(l.encoding));
   }
-  metrics_->SetLayerEncodings(encodings, table.map().row_bytes);
+  scrape_metrics_->SetTable(table.version(), encodings, table.map().row_bytes);
 }
 
 void ShardServer::StartMetrics(const ServingTable& table) {
-  registry_ = std::make_shared<metrics::Registry>();
+  registry_ = std::make_shared<prometheus::Registry>();
   metrics_ =
       std::make_unique<ShardMetrics>(*registry_, static_cast<int>(table.map().layer_rows.size()));
-  SetTableMetrics(table);
-  collect_callback_ = registry_->AddCollectCallback([this] {
-    if (service_ == nullptr) return;  // still starting
+  scrape_metrics_ = std::make_shared<ShardCollectable>(options_.ram_budget_bytes, [this] {
     const std::shared_ptr<ServingTable> t = service_->table();
-    metrics_->SetHotTierBytes(t->tier().pinned_bytes(), t->tier().cached_bytes());
-    const std::vector<std::pair<std::string, double>> store_stats = t->store().Stats();
-    ShardMetrics::Resident resident;
+    ShardCollectable::Snapshot now;
+    now.hot_pinned_bytes = t->tier().pinned_bytes();
+    now.hot_cached_bytes = t->tier().cached_bytes();
+    now.stats = t->store().Stats();
+    ShardCollectable::Resident& resident = now.resident;
     resident.pinned_rows = t->tier().pinned_bytes();
     resident.cached_rows = t->tier().cached_bytes();
     resident.hot_index = t->tier().index_bytes();
-    resident.rocksdb_index = StoreFixedBytes(store_stats);
+    resident.rocksdb_index = StoreFixedBytes(now.stats);
     ReadProcessResident(&resident.process_anon, &resident.process_file);
-    metrics_->SetResident(resident, options_.ram_budget_bytes);
-    metrics_->SetStoreStats(store_stats);
-    metrics_->SetStoreStats(t->tier().Stats());  // scrub and damaged-row counts
+    for (auto& stat : t->tier().Stats()) now.stats.push_back(std::move(stat));  // scrub counts
+    return now;
   });
+  SetTableMetrics(table);
 }
 
 absl::Status ShardServer::StartGrpc(const ShardServerOptions& options) {
@@ -406,10 +411,7 @@ ShardServer::~ShardServer() {
     Shutdown(absl::ZeroDuration());
     server_->Wait();
   }
-  exposer_.reset();  // no scrape runs the collect callback after this
-  if (collect_callback_ != 0) {
-    registry_->RemoveCollectCallback(collect_callback_);
-  }
+  exposer_.reset();  // no scrape reads service_ after this
 }
 
 int ShardServer::stream_port() const { return stream_ == nullptr ? -1 : stream_->port(); }

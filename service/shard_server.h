@@ -5,8 +5,9 @@
 // and starts a gRPC server with the callback API serving
 // engram.v1.EngramStore (Lookup, Info), grpc.health.v1.Health and server
 // reflection, the row stream (the same Lookup framed on plain TCP,
-// service/stream_server.h), plus an optional Prometheus /metrics endpoint. See
-// service/store_service.h for how a Lookup is served.
+// service/stream_server.h), plus an optional Prometheus /metrics endpoint
+// (prometheus-cpp: service/shard_metrics.h, service/shard_collectable.h).
+// See service/store_service.h for how a Lookup is served.
 //
 //   ShardServerOptions options;
 //   options.db_dir = "/data/shard-0";
@@ -39,14 +40,15 @@ namespace grpc {
 class Server;
 }  // namespace grpc
 
+namespace prometheus {
+class Registry;
+}  // namespace prometheus
+
 namespace engram {
 
-namespace metrics {
-class Exposer;
-class Registry;
-}  // namespace metrics
-
 class AdminService;
+class MetricsExposer;
+class ShardCollectable;
 class ServingTable;
 class TokenAuth;
 class ShardMetrics;
@@ -237,13 +239,13 @@ class ShardServer {
   ShardServerOptions options_;
   std::string versions_dir_;
   std::unique_ptr<TokenAuth> auth_;
-  std::shared_ptr<metrics::Registry> registry_;
+  std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<ShardMetrics> metrics_;
-  uint64_t collect_callback_ = 0;
-  std::unique_ptr<StoreService> service_;  // holds the served ServingTable
+  std::shared_ptr<ShardCollectable> scrape_metrics_;  // reads service_ at each scrape
+  std::unique_ptr<StoreService> service_;             // holds the served ServingTable
   std::unique_ptr<AdminService> admin_;
   std::unique_ptr<StreamServer> stream_;
-  std::unique_ptr<metrics::Exposer> exposer_;
+  std::unique_ptr<MetricsExposer> exposer_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   std::string listen_host_;

@@ -12,13 +12,16 @@
 #include <thread>
 #include <tuple>
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/fp8.h"
-#include "common/metrics/registry.h"
-#include "common/metrics/scrape.h"
-#include "common/metrics/text_serializer.h"
+#include "common/prometheus_scrape.h"
 #include "common/table.h"
 #include "common/testing/test_files.h"
 #include "gtest/gtest.h"
+#include "prometheus/gauge.h"
+#include "prometheus/registry.h"
+#include "prometheus/text_serializer.h"
 #include "service/shard_server.h"
 #include "shard/importer.h"
 
@@ -428,22 +431,41 @@ TEST(Client, CountersArePublishedThroughTheRegistry) {
   Deployment d = StartDeployment(0);
   const auto& addrs = d.addrs;
   ClientOptions o = BaseOptions(addrs);
-  o.metrics_registry = std::make_shared<metrics::Registry>();
+  o.metrics_registry = std::make_shared<prometheus::Registry>();
   auto client = EngramClient::Create(o);
   ASSERT_TRUE(client.ok()) << client.status();
   RunGeneration(**client, 2, 10, 2, 31);
-  const std::vector<metrics::Sample> samples =
-      metrics::ParseSamples(metrics::TextSerializer().Serialize(o.metrics_registry->Collect()));
   const ClientStats st = (*client)->stats();
-  EXPECT_EQ(metrics::SumSamples(samples, "engram_client_steps_total"), 3.0);
-  EXPECT_EQ(metrics::SumSamples(samples, "engram_client_ids_total"), static_cast<double>(st.ids));
-  EXPECT_EQ(metrics::SumSamples(samples, "engram_client_rpcs_total"), static_cast<double>(st.rpcs));
-  EXPECT_EQ(metrics::SumSamples(samples, "engram_client_received_bytes_total"),
+  auto samples = [&] {
+    return scrape::ParseSamples(
+        prometheus::TextSerializer().Serialize(o.metrics_registry->Collect()));
+  };
+  // Published within a refresh period (1 s) while the client lives.
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (scrape::SumSamples(samples(), "engram_client_rpcs_total") < static_cast<double>(st.rpcs) &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  // And brought up to date once more when the client goes.
+  client->reset();
+  const std::vector<scrape::Sample> s = samples();
+  EXPECT_EQ(scrape::SumSamples(s, "engram_client_steps_total"), 3.0);
+  EXPECT_EQ(scrape::SumSamples(s, "engram_client_ids_total"), static_cast<double>(st.ids));
+  EXPECT_EQ(scrape::SumSamples(s, "engram_client_rpcs_total"), static_cast<double>(st.rpcs));
+  EXPECT_EQ(scrape::SumSamples(s, "engram_client_received_bytes_total"),
             static_cast<double>(st.bytes_received));
   double shard_rpcs = 0;
   for (uint64_t n : st.shard_rpcs) shard_rpcs += static_cast<double>(n);
-  EXPECT_EQ(metrics::SumSamples(samples, "engram_client_shard_rpcs_total"), shard_rpcs);
+  EXPECT_EQ(scrape::SumSamples(s, "engram_client_shard_rpcs_total"), shard_rpcs);
   EXPECT_GT(shard_rpcs, 0);
+
+  // A registry holding one of the names with another type is refused with
+  // a status (prometheus-cpp throws inside).
+  ClientOptions clash = BaseOptions(addrs);
+  clash.metrics_registry = std::make_shared<prometheus::Registry>();
+  prometheus::BuildGauge().Name("engram_client_steps_total").Register(*clash.metrics_registry);
+  auto refused = EngramClient::Create(clash);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << refused.status();
 }
 
 TEST(Client, BadInputIsRefusedAndChangesNothing) {

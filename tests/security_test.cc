@@ -8,6 +8,7 @@
 
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -362,6 +363,11 @@ TEST_F(SecurityTest, MetricsStayOnLocalhostAndCarryNoRows) {
   ASSERT_TRUE(Lookup(*GoodChannel(), kDataToken).ok());
   absl::StatusOr<std::string> page = testing::HttpGet(server_->metrics_port(), "/metrics");
   ASSERT_TRUE(page.ok()) << page.status();
+  // A page Prometheus accepts as it is.
+  const std::optional<std::string> lint = testing::PromtoolCheckMetrics(*page);
+  if (lint.has_value()) {
+    EXPECT_EQ(*lint, "") << *page;
+  }
   const std::set<std::string> label_names = {"method", "code", "layer",    "tier",    "part",
                                              "kind",   "le",   "quantile", "encoding"};
   int samples = 0;

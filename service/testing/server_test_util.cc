@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -15,7 +16,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
-#include "common/metrics/scrape.h"
+#include "common/prometheus_scrape.h"
 #include "common/status_macros.h"
 #include "common/table_gen.h"
 #include "grpcpp/generic/generic_stub.h"
@@ -87,12 +88,32 @@ std::string ToString(const grpc::ByteBuffer& buffer) {
 }
 
 absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
-  absl::StatusOr<metrics::HttpResponse> r = metrics::HttpGet(port, path);
+  absl::StatusOr<scrape::HttpResponse> r = scrape::HttpGet(port, path);
   if (!r.ok()) return r.status();
   if (r->status != 200) {
     return absl::InternalError(r->headers.substr(0, r->headers.find("\r\n")));
   }
   return std::move(r->body);
+}
+
+std::optional<std::string> PromtoolCheckMetrics(const std::string& page) {
+  constexpr char kPromtool[] = "/usr/bin/promtool";
+  if (::access(kPromtool, X_OK) != 0) return std::nullopt;
+  std::string file = "/tmp/engram_promtool_XXXXXX";
+  const int fd = ::mkstemp(file.data());
+  if (fd < 0) return "mkstemp failed";
+  ::close(fd);
+  std::ofstream(file) << page;
+  const std::string command = absl::StrCat(kPromtool, " check metrics < ", file, " 2>&1");
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return "popen failed";
+  std::string output;
+  char buf[512];
+  for (size_t n; (n = std::fread(buf, 1, sizeof(buf), pipe)) > 0;) output.append(buf, n);
+  const int status = ::pclose(pipe);
+  ::unlink(file.c_str());
+  if (status == 0) return std::string();
+  return output.empty() ? std::string("promtool failed") : output;
 }
 
 std::optional<double> MetricValue(const std::string& page, const std::string& metric) {

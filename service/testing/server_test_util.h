@@ -57,6 +57,9 @@ absl::StatusOr<std::string> HttpGet(int port, const std::string& path);
 // as written, e.g. `engram_shard_rows_total{layer="0",tier="disk"}`) in a
 // Prometheus text page, or nullopt.
 std::optional<double> MetricValue(const std::string& page, const std::string& metric);
+// Runs `promtool check metrics` on `page`: "" when it passes, promtool's
+// output when it does not, nullopt when promtool is not installed.
+std::optional<std::string> PromtoolCheckMetrics(const std::string& page);
 
 // `n` ids of `layer` owned by `shard`, uniform with repeats.
 std::vector<uint64_t> RandomOwnedIds(const ShardMap& map, uint32_t layer, uint32_t shard, size_t n,

@@ -20,11 +20,11 @@
 #include "absl/strings/str_split.h"
 #include "client/engram_client.h"
 #include "common/flags.h"
-#include "common/metrics/exposer.h"
-#include "common/metrics/registry.h"
-#include "common/metrics/scrape.h"
+#include "common/prometheus_exposer.h"
+#include "common/prometheus_scrape.h"
 #include "common/shard_addresses.h"
 #include "common/table.h"
+#include "prometheus/registry.h"
 #include "tools/demo/inference_loop.h"
 #include "tools/progress.h"
 
@@ -76,12 +76,12 @@ struct TierRows {
 
 TierRows ScrapeTiers(int port) {
   TierRows t;
-  absl::StatusOr<metrics::HttpResponse> r = metrics::HttpGet(port, "/metrics");
+  absl::StatusOr<scrape::HttpResponse> r = scrape::HttpGet(port, "/metrics");
   if (!r.ok()) return t;
-  const std::vector<metrics::Sample> s = metrics::ParseSamples(r->body);
-  t.pinned = metrics::SumSamples(s, "engram_shard_rows_total", {{"tier", "pinned"}});
-  t.cached = metrics::SumSamples(s, "engram_shard_rows_total", {{"tier", "cached"}});
-  t.disk = metrics::SumSamples(s, "engram_shard_rows_total", {{"tier", "disk"}});
+  const std::vector<scrape::Sample> s = scrape::ParseSamples(r->body);
+  t.pinned = scrape::SumSamples(s, "engram_shard_rows_total", {{"tier", "pinned"}});
+  t.cached = scrape::SumSamples(s, "engram_shard_rows_total", {{"tier", "cached"}});
+  t.disk = scrape::SumSamples(s, "engram_shard_rows_total", {{"tier", "disk"}});
   return t;
 }
 
@@ -103,16 +103,16 @@ int Run() {
     if (absl::SimpleAtoi(s, &p)) metrics_ports.push_back(p);
   }
   // The client's engram_client_* series, for a Prometheus scraping this run.
-  std::unique_ptr<metrics::Exposer> exposer;
+  std::unique_ptr<MetricsExposer> exposer;
   if (const int port = absl::GetFlag(FLAGS_metrics_port); port >= 0) {
     if (port > 65535)
       return Fail(absl::StrCat("--metrics-port ", port, " is not a port (0..65535, -1 = off)"));
-    o.metrics_registry = std::make_shared<metrics::Registry>();
-    absl::StatusOr<std::unique_ptr<metrics::Exposer>> e =
-        metrics::Exposer::Create(absl::StrCat("127.0.0.1:", port));
+    o.metrics_registry = std::make_shared<prometheus::Registry>();
+    absl::StatusOr<std::unique_ptr<MetricsExposer>> e =
+        MetricsExposer::Start(absl::StrCat("127.0.0.1:", port));
     if (!e.ok()) return Fail(absl::StrCat("--metrics-port: ", e.status().message()));
     exposer = *std::move(e);
-    exposer->RegisterCollectable(o.metrics_registry);
+    exposer->exposer().RegisterCollectable(o.metrics_registry);
     std::fprintf(stderr, "demo: client metrics on 127.0.0.1:%d\n", exposer->port());
   }
   absl::StatusOr<std::unique_ptr<EngramClient>> created = EngramClient::Create(o);

@@ -1,8 +1,9 @@
 // Reading metrics back: an HTTP GET of a /metrics page and a parser for the
 // text exposition format's samples. For tests, the demo and benchmarks that
-// read a shard server's counters the way Prometheus does.
-#ifndef ENGRAM_COMMON_METRICS_SCRAPE_H_
-#define ENGRAM_COMMON_METRICS_SCRAPE_H_
+// read a shard server's counters the way Prometheus does. No shared state:
+// thread-safe.
+#ifndef ENGRAM_COMMON_PROMETHEUS_SCRAPE_H_
+#define ENGRAM_COMMON_PROMETHEUS_SCRAPE_H_
 
 #include <map>
 #include <string>
@@ -10,7 +11,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace engram::metrics {
+namespace engram::scrape {
 
 struct HttpResponse {
   int status = 0;
@@ -38,6 +39,6 @@ std::vector<Sample> ParseSamples(const std::string& text);
 double SumSamples(const std::vector<Sample>& samples, const std::string& name,
                   const std::map<std::string, std::string>& match = {});
 
-}  // namespace engram::metrics
+}  // namespace engram::scrape
 
-#endif  // ENGRAM_COMMON_METRICS_SCRAPE_H_
+#endif  // ENGRAM_COMMON_PROMETHEUS_SCRAPE_H_

@@ -1,4 +1,4 @@
-#include "common/metrics/scrape.h"
+#include "common/prometheus_scrape.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <sstream>
 
-namespace engram::metrics {
+namespace engram::scrape {
 
 absl::StatusOr<HttpResponse> HttpGet(int port, const std::string& path, const std::string& method) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -98,4 +98,4 @@ double SumSamples(const std::vector<Sample>& samples, const std::string& name,
   return sum;
 }
 
-}  // namespace engram::metrics
+}  // namespace engram::scrape
