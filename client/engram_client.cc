@@ -253,15 +253,7 @@ RowEncoding EngramClient::encoding(int layer) const {
   return impl_->manifest.layers[layer].encoding;
 }
 size_t EngramClient::OutputRowBytes(int layer, RowFormat format) const {
-  switch (format) {
-    case RowFormat::kRaw:
-      return static_cast<size_t>(row_bytes(layer));
-    case RowFormat::kF32:
-      return static_cast<size_t>(head_dim(layer)) * 4;
-    case RowFormat::kBf16:
-      return static_cast<size_t>(head_dim(layer)) * 2;
-  }
-  return 0;
+  return FormatRowBytes(impl_->manifest.layers[layer], format);
 }
 
 std::unique_ptr<Sequence> EngramClient::NewSequence() const {

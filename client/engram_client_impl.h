@@ -3,6 +3,8 @@
 #define ENGRAM_CLIENT_ENGRAM_CLIENT_IMPL_H_
 
 #include <atomic>
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -17,6 +19,14 @@
 #include "common/table.h"
 
 namespace engram {
+
+// Bytes one row of `layer` takes in `format` (EngramClient::OutputRowBytes).
+inline size_t FormatRowBytes(const LayerInfo& layer, RowFormat format) {
+  const size_t values = static_cast<size_t>(layer.head_dim);
+  return format == RowFormat::kRaw   ? static_cast<size_t>(layer.row_bytes)
+         : format == RowFormat::kF32 ? values * sizeof(float)
+                                     : values * sizeof(uint16_t);
+}
 
 struct EngramClient::Impl {
   ClientOptions options;

@@ -97,9 +97,7 @@ absl::Status Step::Wait(int layer, RowFormat format, std::span<uint8_t> out) {
   StepState::Layer& ly = st.layers[layer];
   const LayerInfo& info = client_->manifest.layers[layer];
   const size_t n = ly.id_unique.size();
-  const size_t orb = format == RowFormat::kRaw   ? static_cast<size_t>(info.row_bytes)
-                     : format == RowFormat::kF32 ? static_cast<size_t>(info.head_dim) * 4
-                                                 : static_cast<size_t>(info.head_dim) * 2;
+  const size_t orb = FormatRowBytes(info, format);
   if (out.size() != n * orb) {
     return absl::InvalidArgumentError(absl::StrCat("output buffer has ", out.size(),
                                                    " bytes; layer ", layer, " needs ", n,
