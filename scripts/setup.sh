@@ -14,6 +14,8 @@ PACKAGES=(
   redis-server libhiredis-dev
   liburing-dev libxxhash-dev
   gnuplot-nox
+  # scripts/flake_check.sh loads the machine beside the suite.
+  stress-ng
   clang-format
   nodejs npm
   # Unicode normalisation for the checkpoint import's token map (shard/token_map.h).
