@@ -5,7 +5,8 @@
 #   flake_check: N runs, F failed
 # followed by the name of every test that failed and how many runs it
 # failed in. Exit 0 only when F is 0. A test that fails here checks the
-# clock, not a property: fix it (the guide's rule), do not retry it.
+# clock, not a property: fix it (the guide's rule), do not retry it. Each
+# run's ctest output is kept in BUILD/flake_check/run-I.log.
 #
 #   FLAKE_BUILD=DIR    build directory (default build; built by make build)
 #   FLAKE_JOBS=N       ctest -j (default 2, as make test runs it)
@@ -28,11 +29,12 @@ if [ ! -f "$build/CTestTestfile.cmake" ]; then
   exit 2
 fi
 
-logs="$(mktemp -d)"
+logs="$build/flake_check"
+rm -rf "$logs"
+mkdir -p "$logs"
 stress_pid=""
 cleanup() {
   [ -n "$stress_pid" ] && kill "$stress_pid" 2>/dev/null && wait "$stress_pid" 2>/dev/null
-  rm -rf "$logs"
 }
 trap cleanup EXIT
 
@@ -41,7 +43,7 @@ stress_pid=$!
 failed=0
 for i in $(seq 1 "$runs"); do
   log="$logs/run-$i.log"
-  if (cd "$build" && ctest -j "$jobs" --timeout 900 >"$log" 2>&1); then
+  if (cd "$build" && ctest -j "$jobs" --timeout 900 --output-on-failure >"$log" 2>&1); then
     echo "flake_check: run $i/$runs passed"
   else
     failed=$((failed + 1))
