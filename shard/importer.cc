@@ -36,11 +36,8 @@ absl::StatusOr<std::unique_ptr<RowSource>> OpenSource(const ImportOptions& o) {
                           .version = o.version});
 }
 
+// The options besides the source (RowSource::Open checks that one is given).
 absl::Status CheckOptions(const ImportOptions& o) {
-  if (!o.table_dir.empty() + !o.checkpoint_dir.empty() + !o.gguf_path.empty() != 1) {
-    return absl::InvalidArgumentError(
-        "give exactly one source: --table DIR, --checkpoint DIR or --gguf FILE");
-  }
   if (o.n_shards == 0) {
     return absl::InvalidArgumentError("--shards must be at least 1");
   }
