@@ -18,6 +18,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/time.h"
 #include "client/engram_client.h"
 #include "common/flags.h"
 #include "common/prometheus_exposer.h"
@@ -51,6 +52,10 @@ ABSL_FLAG(int32_t, block_us,
 ABSL_FLAG(int32_t, verify_per_layer, kLoopDefaults.verify_per_layer,
           "rows verified per layer per step");
 ABSL_FLAG(uint64_t, seed, kLoopDefaults.seed, "seed of the verification sample");
+ABSL_FLAG(absl::Duration, rpc_deadline, engram::ClientOptions().rpc_deadline,
+          "ClientOptions::rpc_deadline: the longest one RPC attempt may take");
+ABSL_FLAG(absl::Duration, step_deadline, engram::ClientOptions().step_deadline,
+          "ClientOptions::step_deadline: the longest a step's layer may take from Prefetch");
 // Two deliberate departures from the library defaults, for a latency-bound
 // decode loop on a machine the shards share: no HTTP/2 probe pings, and a
 // loop thread that stands for an accelerator's timeline.
@@ -90,6 +95,10 @@ int Run() {
   o.table_dir = absl::GetFlag(FLAGS_table);
   o.shard_map_path = absl::GetFlag(FLAGS_shard_map);
   o.http2_bdp_probe = absl::GetFlag(FLAGS_http2_bdp_probe);
+  o.rpc_deadline = absl::GetFlag(FLAGS_rpc_deadline);
+  o.step_deadline = absl::GetFlag(FLAGS_step_deadline);
+  if (o.rpc_deadline <= absl::ZeroDuration() || o.step_deadline <= absl::ZeroDuration())
+    return Fail("--rpc-deadline and --step-deadline must be positive durations, e.g. 2s");
   // Without --shards, the shard map's replicas.
   if (const std::string shards = absl::GetFlag(FLAGS_shards); !shards.empty()) {
     absl::StatusOr<std::vector<std::vector<std::string>>> addresses = ParseShardAddresses(shards);
@@ -165,8 +174,9 @@ int Run() {
               static_cast<unsigned long long>(r.decode_ids / std::max(1, D)));
   std::printf("%-44s %.0f\n", "bytes/token on the wire (Lookup messages)",
               static_cast<double>(st.bytes_received + st.bytes_sent) / all_tokens);
-  std::printf("%-44s %.1f%% / %.1f%%\n", "lookups hitting the top 1% / 10% rows", r.top1_share_pct,
-              r.top10_share_pct);
+  std::printf("%-44s %.1f%% / %.1f%% (the rows touched: %.2f%% of the table)\n",
+              "lookups hitting the top 1% / 10% rows touched", r.top1_share_pct, r.top10_share_pct,
+              r.touched_rows_pct);
   for (size_t s = 0; s < metrics_ports.size(); ++s) {
     const TierRows now = ScrapeTiers(metrics_ports[s]);
     const double pinned = now.pinned - before[s].pinned, cached = now.cached - before[s].cached;
