@@ -124,8 +124,10 @@ void PrintReport(const ReportSetup& setup, const std::vector<RunOutcome>& runs) 
               "workload", setup.batch, setup.prefill, blocks.c_str());
   for (const RunOutcome& o : runs) {
     if (!o.spec.measure_skew) continue;
-    std::printf("%-14s the top 1%% / 10%% rows of the table get %.1f%% / %.1f%% of lookups\n",
-                "skew", o.loop.top1_share_pct, o.loop.top10_share_pct);
+    std::printf(
+        "%-14s the top 1%% / 10%% of the rows touched (%.2f%% of the table) get %.1f%% / %.1f%% of "
+        "lookups\n",
+        "skew", o.loop.touched_rows_pct, o.loop.top1_share_pct, o.loop.top10_share_pct);
   }
   uint64_t verified = 0, wrong = 0;
   for (const RunOutcome& o : runs) {

@@ -262,7 +262,8 @@ void Loop::CountRows(const Step& step) {
   lookups_ += row_ids.size();
 }
 
-// The share of lookups that hit the 1% / 10% most frequent rows of the table.
+// The share of lookups that hit the 1% / 10% most frequent rows the run
+// touched, and how much of the table those rows are.
 void Loop::FinishSkew() {
   std::vector<uint32_t> freq;
   freq.reserve(counts_.size());
@@ -272,11 +273,13 @@ void Loop::FinishSkew() {
   for (int64_t rows : client_.layout().table_rows) table_rows += static_cast<uint64_t>(rows);
   auto top_share = [&](double frac) {
     const size_t k =
-        std::min(freq.size(), static_cast<size_t>(frac * static_cast<double>(table_rows)));
+        std::max<size_t>(1, static_cast<size_t>(frac * static_cast<double>(freq.size())));
     uint64_t s = 0;
-    for (size_t i = 0; i < k; ++i) s += freq[i];
+    for (size_t i = 0; i < std::min(k, freq.size()); ++i) s += freq[i];
     return 100.0 * static_cast<double>(s) / static_cast<double>(std::max<uint64_t>(1, lookups_));
   };
+  r_.touched_rows_pct = 100.0 * static_cast<double>(freq.size()) /
+                        static_cast<double>(std::max<uint64_t>(1, table_rows));
   r_.top1_share_pct = top_share(0.01);
   r_.top10_share_pct = top_share(0.10);
 }

@@ -126,10 +126,13 @@ struct InferenceLoopResult {
   uint64_t verified = 0;            // rows checked against the table
   uint64_t wrong = 0;               // of which did not match
 
-  // Share of all lookups hitting the 1% / 10% most frequent rows of the
-  // table (percent; 0 unless measure_skew).
+  // Share of all lookups hitting the 1% / 10% most frequent of the rows the
+  // run touched (percent), and those rows' share of the table's rows. Both 0
+  // unless measure_skew. Relative to the rows touched, so a short run on a
+  // large table does not read 100%.
   double top1_share_pct = 0;
   double top10_share_pct = 0;
+  double touched_rows_pct = 0;
 
   ClientStats client;  // the client's counters after the run
 
