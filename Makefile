@@ -42,7 +42,7 @@ fuzz:
 
 # Rewrites every C++ file of the tree in the style of .clang-format.
 format:
-	@find client common proto service shard tools bench tests fuzz python \( -name node_modules -o -name golden \) -prune -o \( -name '*.cc' -o -name '*.h' \) -print | xargs clang-format -i
+	@find client common proto service shard inference tools bench tests fuzz python \( -name node_modules -o -name golden \) -prune -o \( -name '*.cc' -o -name '*.h' \) -print | xargs clang-format -i
 
 clean:
 	rm -rf $(BUILD)

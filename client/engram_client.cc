@@ -8,12 +8,12 @@
 #include "client/engram_client_impl.h"
 #include "client/local_cache.h"
 #include "client/step_state.h"
-#include "common/fast_mod.h"
-#include "common/shard_addresses.h"
-#include "common/shard_map.h"
-#include "common/status_macros.h"
-#include "common/table.h"
-#include "common/tls.h"
+#include "common/format/shard_map.h"
+#include "common/format/table.h"
+#include "common/hash/fast_mod.h"
+#include "common/net/shard_addresses.h"
+#include "common/net/tls.h"
+#include "common/util/status_macros.h"
 #include "proto/wire.h"
 
 namespace engram {

@@ -33,9 +33,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/engram_hash.h"
-#include "common/layout.h"
-#include "common/row_encoding.h"
+#include "common/codec/row_encoding.h"
+#include "common/hash/engram_hash.h"
+#include "common/hash/layout.h"
 
 namespace prometheus {
 class Registry;
@@ -146,7 +146,7 @@ struct ClientOptions {
 
 // How Wait writes rows.
 // kF32 and kBf16 decode the layer's encoding (encoding(layer)) bit for bit
-// as ggml's reference does (e4m3_e8m0 rows as common/fp8.h says).
+// as ggml's reference does (e4m3_e8m0 rows as common/codec/fp8.h says).
 enum class RowFormat {
   kRaw,   // the stored bytes, row_bytes(layer) of them, in the layer's encoding
   kF32,   // head_dim floats

@@ -15,8 +15,8 @@
 #include "client/local_cache.h"
 #include "client/shard_channels.h"
 #include "client/step_state.h"
-#include "common/shard_map.h"
-#include "common/table.h"
+#include "common/format/shard_map.h"
+#include "common/format/table.h"
 
 namespace engram {
 

@@ -6,8 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "client/engram_client.h"
 #include "client/engram_client_impl.h"
-#include "common/hot_profile.h"
-#include "common/status_macros.h"
+#include "common/format/hot_profile.h"
+#include "common/util/status_macros.h"
 
 namespace engram {
 absl::StatusOr<std::unique_ptr<LocalCache>> LocalCache::Build(EngramClient& client) {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/key_index.h"
+#include "common/util/key_index.h"
 
 namespace engram {
 

@@ -7,9 +7,9 @@
 #include "client/engram_client.h"
 #include "client/engram_client_impl.h"
 #include "client/step_state.h"
-#include "common/row_encoding.h"
-#include "common/status_macros.h"
-#include "common/table.h"
+#include "common/codec/row_encoding.h"
+#include "common/format/table.h"
+#include "common/util/status_macros.h"
 
 namespace engram {
 

@@ -19,8 +19,8 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/shard_channels.h"
-#include "common/engram_hash.h"
-#include "common/key_index.h"
+#include "common/hash/engram_hash.h"
+#include "common/util/key_index.h"
 #include "proto/wire.h"
 
 namespace engram {

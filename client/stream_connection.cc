@@ -16,7 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "common/socket_io.h"
+#include "common/net/socket_io.h"
 #include "engram/v1/engram_store.grpc.pb.h"
 #include "grpcpp/client_context.h"
 #include "proto/stream_wire.h"

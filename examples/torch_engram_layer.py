@@ -74,7 +74,7 @@ class TableFile:
 
 
 def e4m3_table():
-    """float32[256]: the value of each e4m3fn code (common/fp8.h: no
+    """float32[256]: the value of each e4m3fn code (common/codec/fp8.h: no
     infinities, 0x7F/0xFF NaN, 0x80 decodes to +0.0)."""
     values = []
     for code in range(256):

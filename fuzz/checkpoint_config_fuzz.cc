@@ -1,5 +1,5 @@
 // Fuzz target: a checkpoint's config.json (ParseEngramConfig,
-// shard/checkpoint_config.h), the only source of an official checkpoint's
+// shard/import/checkpoint_config.h), the only source of an official checkpoint's
 // Engram geometry. Refusals are InvalidArgument; an accepted config is in
 // the ranges EngramConfig promises, and its multipliers derive (odd, one
 // per look-back).
@@ -7,7 +7,7 @@
 #include <string>
 
 #include "fuzz/fuzz_util.h"
-#include "shard/checkpoint_config.h"
+#include "shard/import/checkpoint_config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace engram;

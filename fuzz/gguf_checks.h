@@ -7,9 +7,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "common/row_encoding.h"
+#include "common/codec/row_encoding.h"
 #include "fuzz/fuzz_util.h"
-#include "shard/gguf.h"
+#include "shard/import/gguf.h"
 
 namespace engram::fuzz {
 

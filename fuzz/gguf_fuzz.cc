@@ -1,4 +1,4 @@
-// Fuzz target: the GGUF reader (shard/gguf.h) on an input that is a whole
+// Fuzz target: the GGUF reader (shard/import/gguf.h) on an input that is a whole
 // model file, held in a memfd: ReadGgufHeader on its descriptor, then
 // GgufEngramFile::Open on its /proc/self/fd path (the deepseek41 Engram
 // layout built from the metadata). A header it accepts has an aligned data
@@ -10,7 +10,7 @@
 
 #include "fuzz/fuzz_util.h"
 #include "fuzz/gguf_checks.h"
-#include "shard/gguf.h"
+#include "shard/import/gguf.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace engram;

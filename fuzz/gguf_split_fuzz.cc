@@ -1,4 +1,4 @@
-// Fuzz target: a split GGUF set (shard/gguf.h): the input is two split
+// Fuzz target: a split GGUF set (shard/import/gguf.h): the input is two split
 // files, a 4-byte little-endian length of the first then both, written as
 // NAME-00001-of-00002.gguf and NAME-00002-of-00002.gguf in a scratch
 // directory, and GgufEngramFile::Open is called on the second (any split
@@ -18,7 +18,7 @@
 
 #include "fuzz/fuzz_util.h"
 #include "fuzz/gguf_checks.h"
-#include "shard/gguf.h"
+#include "shard/import/gguf.h"
 
 namespace {
 

@@ -1,5 +1,5 @@
 // Fuzz target: the hot-row profile reader (ParseHotProfile,
-// common/hot_profile.h), what a shard's hot tier and a client's local cache
+// common/format/hot_profile.h), what a shard's hot tier and a client's local cache
 // make of hot_profile.bin. The profile is read as shard 1 of the map
 // below (the geometry fuzz/corpus/hot_profile_fuzz/ was written for). A
 // profile it accepts holds rows of that shard in file order, and
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "common/hot_profile.h"
+#include "common/format/hot_profile.h"
 #include "fuzz/fuzz_util.h"
 
 namespace engram::fuzz {

@@ -1,5 +1,5 @@
 // Fuzz target: the hash layout reader (HashLayout::FromJson,
-// common/layout.h), what clients, tools and the importer make of a layout
+// common/hash/layout.h), what clients, tools and the importer make of a layout
 // or a manifest's "layout". A layout it accepts must read back from its
 // ToJson unchanged, and a hasher built on it must hash a few tokens into
 // row ids inside each layer's table (what Validate promises the hasher).
@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "common/engram_hash.h"
-#include "common/layout.h"
+#include "common/hash/engram_hash.h"
+#include "common/hash/layout.h"
 #include "fuzz/fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -15,15 +15,15 @@
 #include <string>
 #include <vector>
 
-#include "common/file_util.h"
-#include "common/hot_profile.h"
-#include "common/layout.h"
-#include "common/safetensors.h"
-#include "common/shard_map.h"
-#include "common/table.h"
-#include "common/table_gen.h"
+#include "common/format/hot_profile.h"
+#include "common/format/safetensors.h"
+#include "common/format/shard_map.h"
+#include "common/format/table.h"
+#include "common/gen/table_gen.h"
+#include "common/hash/layout.h"
 #include "common/testing/test_files.h"
-#include "shard/testing/gguf_writer.h"
+#include "common/util/file_util.h"
+#include "shard/import/testing/gguf_writer.h"
 
 namespace engram::fuzz {
 

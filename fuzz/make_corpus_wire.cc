@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "common/table_gen.h"
+#include "common/gen/table_gen.h"
 #include "engram/v1/engram_store.pb.h"
 #include "fuzz/make_corpus.h"
 #include "proto/stream_wire.h"

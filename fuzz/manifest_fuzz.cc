@@ -1,11 +1,11 @@
 // Fuzz target: the table manifest reader (TableManifest::FromJson,
-// common/table.h), what TableManifest::Load and TableReader::Open make of
+// common/format/table.h), what TableManifest::Load and TableReader::Open make of
 // a manifest.json. A manifest it accepts must validate, and its ToJson
 // must read back to the same document (a fixed point).
 #include <cstdint>
 #include <string>
 
-#include "common/table.h"
+#include "common/format/table.h"
 #include "fuzz/fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,5 +1,5 @@
 // Fuzz target: the safetensors header reader (ParseSafetensorsHeader,
-// common/safetensors.h) on an input that is a whole rows file. A header it
+// common/format/safetensors.h) on an input that is a whole rows file. A header it
 // accepts must describe tensors in file order that neither overlap nor
 // leave the data section, with the byte extent a known dtype needs; and
 // BuildSafetensorsHeader of what it read must parse back to the same
@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "common/safetensors.h"
+#include "common/format/safetensors.h"
 #include "fuzz/fuzz_util.h"
 
 namespace {

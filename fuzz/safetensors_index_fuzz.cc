@@ -1,12 +1,12 @@
 // Fuzz target: a sharded checkpoint's model.safetensors.index.json
-// (ParseSafetensorsIndex, common/safetensors.h), what `engramctl import
+// (ParseSafetensorsIndex, common/format/safetensors.h), what `engramctl import
 // --checkpoint` reads to find the Engram tensors. Refusals are
 // InvalidArgument; an accepted map names only plain files inside the
 // checkpoint directory.
 #include <cstdint>
 #include <string>
 
-#include "common/safetensors.h"
+#include "common/format/safetensors.h"
 #include "fuzz/fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,12 +1,12 @@
 // Fuzz target: the shard-map reader (ShardMap::FromJson,
-// common/shard_map.h), what servers and clients make of shard_map.json. A
+// common/format/shard_map.h), what servers and clients make of shard_map.json. A
 // map it accepts must validate, read back from its ToJson with the same
 // data and replicas, and (for a small shard count) partition every layer's
 // rows exactly among its shards.
 #include <cstdint>
 #include <string>
 
-#include "common/shard_map.h"
+#include "common/format/shard_map.h"
 #include "fuzz/fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -23,7 +23,7 @@
 // token and gets none or a wrong one answers its hello, then one response
 // with id kConnectionError (UNAUTHENTICATED and why), and closes. With TLS
 // on, the whole connection, hello included, runs inside TLS
-// (common/tls.h). A request's kind is kLookup and its payload a LookupRequest,
+// (common/net/tls.h). A request's kind is kLookup and its payload a LookupRequest,
 // or (version >= 3) kLookupTimed, the same after the time the caller still
 // waits: the server reads no rows for it from disk once that has passed
 // (counted from the frame's arrival, so the hosts' clocks need not agree);

@@ -65,7 +65,7 @@ pgid=""
 if [ "$write_doc" = 1 ]; then
   if command -v gnuplot > /dev/null; then
     gnuplot -e "data='$work/bench_batch.tsv'; out='$here/docs/bench_batch.png'" \
-      "$here/bench/plot_bench.gnuplot"
+      "$here/bench/engram_bench/plot_bench.gnuplot"
     echo "bench: wrote docs/benchmarks.md (Side by side) and docs/bench_batch.png" >&2
   else
     echo "bench: wrote docs/benchmarks.md; no gnuplot, so no docs/bench_batch.png" >&2

@@ -18,7 +18,7 @@ PACKAGES=(
   stress-ng
   clang-format
   nodejs npm
-  # Unicode normalisation for the checkpoint import's token map (shard/token_map.h).
+  # Unicode normalisation for the checkpoint import's token map (shard/import/token_map.h).
   libicu-dev
   # The chart's renderer (tests/helm/render: Go text/template + Sprig) and
   # the tests' Python (chart contract, dashboard against Prometheus).

@@ -29,7 +29,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "common/flags.h"
+#include "common/util/flags.h"
 #include "service/log.h"
 #include "service/shard_server.h"
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/socket_io.h"
+#include "common/net/socket_io.h"
 #include "gtest/gtest.h"
 #include "proto/stream_wire.h"
 #include "proto/wire.h"

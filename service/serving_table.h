@@ -15,7 +15,7 @@
 #include <string>
 #include <utility>
 
-#include "common/shard_map.h"
+#include "common/format/shard_map.h"
 #include "shard/hot_tier.h"
 #include "shard/row_store.h"
 

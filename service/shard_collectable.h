@@ -58,7 +58,7 @@ class ShardCollectable : public prometheus::Collectable {
   ShardCollectable(uint64_t ram_budget_bytes, Source source);
 
   // The table now served: its version and each layer's row encoding
-  // (common/row_encoding.h name) and stored row bytes. REQUIRES: one
+  // (common/codec/row_encoding.h name) and stored row bytes. REQUIRES: one
   // encoding per row_bytes entry.
   void SetTable(uint64_t version, const std::vector<std::string>& encodings,
                 const std::vector<uint32_t>& row_bytes);

@@ -33,7 +33,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "common/shard_map.h"
+#include "common/format/shard_map.h"
 #include "shard/hot_tier.h"
 
 namespace grpc {

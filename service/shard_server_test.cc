@@ -16,7 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/notification.h"
-#include "common/table.h"
+#include "common/format/table.h"
 #include "engram/v1/engram_store.grpc.pb.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
@@ -24,7 +24,7 @@
 #include "service/testing/pending_lookups.h"
 #include "service/testing/server_test_util.h"
 #include "shard/footprint.h"
-#include "shard/importer.h"
+#include "shard/import/importer.h"
 
 namespace engram {
 namespace {

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "common/fast_mod.h"
+#include "common/hash/fast_mod.h"
 #include "service/grpc_status.h"
 #include "service/log.h"
 

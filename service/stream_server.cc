@@ -16,7 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/socket_io.h"
+#include "common/net/socket_io.h"
 #include "proto/stream_wire.h"
 #include "service/log.h"
 

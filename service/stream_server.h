@@ -31,7 +31,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "common/tls.h"
+#include "common/net/tls.h"
 #include "service/auth.h"
 #include "service/shard_metrics.h"
 #include "service/store_service.h"
@@ -64,7 +64,7 @@ struct StreamServerOptions {
   // Answers queued for a peer that does not take them as fast as they come;
   // past this many bytes the connection's next request is not read.
   size_t max_backlog_bytes = size_t{64} << 20;
-  // TLS (common/tls.h) when set: a server context; the TLS handshake must
+  // TLS (common/net/tls.h) when set: a server context; the TLS handshake must
   // finish within hello_timeout.
   std::shared_ptr<TlsContext> tls;
   // The tokens a client's hello must carry (service/auth.h); nullptr or

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "common/socket_io.h"
-#include "common/table.h"
+#include "common/format/table.h"
+#include "common/net/socket_io.h"
 #include "engram/v1/engram_store.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "proto/stream_wire.h"

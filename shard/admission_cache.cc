@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "absl/synchronization/mutex.h"
-#include "common/key_index.h"
+#include "common/util/key_index.h"
 
 namespace engram {
 namespace {

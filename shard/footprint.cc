@@ -3,7 +3,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
-#include "common/status_macros.h"
+#include "common/util/status_macros.h"
 #include "shard/hot_tier.h"
 #include "shard/shard_format.h"
 

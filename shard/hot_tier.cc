@@ -8,12 +8,12 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "common/fast_mod.h"
-#include "common/hot_profile.h"
-#include "common/huge_buffer.h"
-#include "common/key_index.h"
-#include "common/prefetch_gather.h"
-#include "common/status_macros.h"
+#include "common/format/hot_profile.h"
+#include "common/hash/fast_mod.h"
+#include "common/util/huge_buffer.h"
+#include "common/util/key_index.h"
+#include "common/util/prefetch_gather.h"
+#include "common/util/status_macros.h"
 #include "shard/admission_cache.h"
 
 namespace engram {

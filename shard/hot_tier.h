@@ -27,8 +27,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/hot_profile.h"
-#include "common/shard_map.h"
+#include "common/format/hot_profile.h"
+#include "common/format/shard_map.h"
 #include "shard/row_store.h"
 #include "shard/scrubber.h"
 

@@ -17,13 +17,13 @@
 #include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "common/file_util.h"
-#include "common/hot_profile.h"
-#include "common/key_index.h"
+#include "common/format/hot_profile.h"
 #include "common/testing/test_files.h"
+#include "common/util/file_util.h"
+#include "common/util/key_index.h"
 #include "gtest/gtest.h"
 #include "shard/admission_cache.h"
-#include "shard/importer.h"
+#include "shard/import/importer.h"
 #include "shard/shard_format.h"
 
 namespace engram {

@@ -21,7 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/shard_map.h"
+#include "common/format/shard_map.h"
 #include "shard/shard_format.h"
 
 namespace engram {

@@ -15,11 +15,11 @@
 #include "absl/strings/str_replace.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
-#include "common/file_util.h"
-#include "common/table.h"
+#include "common/format/table.h"
 #include "common/testing/test_files.h"
+#include "common/util/file_util.h"
 #include "gtest/gtest.h"
-#include "shard/importer.h"
+#include "shard/import/importer.h"
 #include "shard/shard_format.h"
 
 namespace engram {

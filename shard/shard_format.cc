@@ -9,8 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "common/file_util.h"
-#include "common/status_macros.h"
+#include "common/util/file_util.h"
+#include "common/util/status_macros.h"
 #include "rocksdb/cache.h"
 #include "rocksdb/memtablerep.h"
 #include "rocksdb/statistics.h"

@@ -6,7 +6,7 @@
 //   rocksdb/         the rows: key ShardKey(layer, row), value the stored row
 //                    (in the tail format of shard.json, TailFormat below);
 //                    plus one StoreIdentity record
-//   hot_profile.bin  optional access counts (common/hot_profile.h)
+//   hot_profile.bin  optional access counts (common/format/hot_profile.h)
 //
 // The RocksDB options live here too so both sides agree on them; each choice
 // and its measured effect is written down in docs/table-format.md.
@@ -20,8 +20,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "common/row_encoding.h"
-#include "common/shard_map.h"
+#include "common/codec/row_encoding.h"
+#include "common/format/shard_map.h"
 #include "rocksdb/options.h"
 
 namespace engram {
@@ -75,7 +75,7 @@ struct ShardInfo {
     // XXH3-64 over this shard's rows of the layer in row order,
     // "xxh3_64:<16 hex>".
     std::string checksum;
-    // How the stored rows encode their values (common/row_encoding.h);
+    // How the stored rows encode their values (common/codec/row_encoding.h);
     // "encoding" in shard.json, absent (shards written before encodings)
     // = kFp8.
     RowEncoding encoding = RowEncoding::kFp8;

@@ -4,8 +4,8 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "common/status_macros.h"
-#include "common/table.h"
+#include "common/format/table.h"
+#include "common/util/status_macros.h"
 
 namespace engram {
 

@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/testing/test_files.h"
 #include "gtest/gtest.h"
-#include "shard/importer.h"
+#include "shard/import/importer.h"
 #include "shard/shard_format.h"
 
 namespace engram {

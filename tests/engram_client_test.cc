@@ -14,16 +14,16 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "common/fp8.h"
-#include "common/prometheus_scrape.h"
-#include "common/table.h"
+#include "common/codec/fp8.h"
+#include "common/format/table.h"
+#include "common/net/prometheus_scrape.h"
 #include "common/testing/test_files.h"
 #include "gtest/gtest.h"
 #include "prometheus/gauge.h"
 #include "prometheus/registry.h"
 #include "prometheus/text_serializer.h"
 #include "service/shard_server.h"
-#include "shard/importer.h"
+#include "shard/import/importer.h"
 
 namespace engram {
 namespace {

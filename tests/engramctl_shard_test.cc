@@ -6,13 +6,13 @@
 #include <string>
 #include <vector>
 
-#include "common/file_util.h"
-#include "common/layout.h"
-#include "common/table.h"
+#include "common/format/table.h"
+#include "common/hash/layout.h"
 #include "common/testing/test_files.h"
+#include "common/util/file_util.h"
 #include "gtest/gtest.h"
+#include "shard/import/testing/gguf_writer.h"
 #include "shard/row_store.h"
-#include "shard/testing/gguf_writer.h"
 
 namespace engram {
 namespace {

@@ -8,7 +8,7 @@ if ! command -v clang-format >/dev/null 2>&1; then
   echo "format_check: skipped: clang-format is not installed (scripts/setup.sh installs it)"
   exit 77
 fi
-mapfile -t files < <(find client common proto service shard tools bench tests fuzz python \
+mapfile -t files < <(find client common proto service shard inference tools bench tests fuzz python \
   \( -name node_modules -o -name golden \) -prune -o \( -name '*.cc' -o -name '*.h' \) \
   -print 2>/dev/null | sort)
 bad=0

@@ -19,11 +19,11 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
-#include "common/file_util.h"
-#include "common/flags.h"
-#include "common/row_encoding.h"
-#include "shard/testing/checkpoint_writer.h"
-#include "shard/testing/gguf_writer.h"
+#include "common/codec/row_encoding.h"
+#include "common/util/file_util.h"
+#include "common/util/flags.h"
+#include "shard/import/testing/checkpoint_writer.h"
+#include "shard/import/testing/gguf_writer.h"
 
 ABSL_FLAG(std::string, family, "checkpoint", "checkpoint, llama.cpp, fork or ds4");
 ABSL_FLAG(std::string, encoding, "q8_0", "the GGUF families' row encoding");

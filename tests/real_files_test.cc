@@ -4,7 +4,7 @@
 // processes: `engramctl manifest`, `engramctl import` into 2 shards, two
 // `engram-shard` daemons, `engramctl lookup --json`. Every row served must be
 // the file's bytes, in the file's encoding, and its values the reference
-// decoding of those bytes (common/row_encoding.h, checked against ggml's own
+// decoding of those bytes (common/codec/row_encoding.h, checked against ggml's own
 // output by the golden test). Bad sources are refused with one line and
 // leave nothing behind.
 #include <sys/wait.h>
@@ -20,13 +20,13 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/row_encoding.h"
-#include "common/table.h"
+#include "common/codec/row_encoding.h"
+#include "common/format/table.h"
 #include "common/testing/test_files.h"
 #include "gtest/gtest.h"
 #include "service/testing/shard_process.h"
-#include "shard/testing/checkpoint_writer.h"
-#include "shard/testing/gguf_writer.h"
+#include "shard/import/testing/checkpoint_writer.h"
+#include "shard/import/testing/gguf_writer.h"
 
 namespace engram {
 namespace {

@@ -17,7 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/engram_client.h"
-#include "common/socket_io.h"
+#include "common/net/socket_io.h"
 #include "gtest/gtest.h"
 #include "proto/stream_wire.h"
 #include "proto/wire.h"

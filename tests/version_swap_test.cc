@@ -16,14 +16,14 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/engram_client.h"
-#include "common/table.h"
-#include "common/table_gen.h"
+#include "common/format/table.h"
+#include "common/gen/table_gen.h"
 #include "engram/v1/engram_store.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "service/shard_server.h"
 #include "service/testing/server_test_util.h"
-#include "shard/importer.h"
+#include "shard/import/importer.h"
 
 namespace engram {
 namespace {

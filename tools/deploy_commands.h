@@ -3,7 +3,7 @@
 //   shardmap --from-dns SERVICE --shards K --replicas R [--port 7070]
 //       prints, on one line, the shard-map string of the Helm chart's
 //       deployment behind the headless Service SERVICE
-//       (ShardAddressesFromDns, common/shard_addresses.h)
+//       (ShardAddressesFromDns, common/net/shard_addresses.h)
 //   info --shards ADDRS [--timeout 5s]
 //       calls Info on every address of the shard-map string ADDRS, all at
 //       once within one deadline, and prints one line per address:

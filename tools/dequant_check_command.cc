@@ -11,9 +11,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "common/dequant_golden.h"
-#include "common/fp8.h"
-#include "common/row_encoding.h"
+#include "common/codec/fp8.h"
+#include "common/codec/row_encoding.h"
+#include "common/gen/dequant_golden.h"
 
 namespace engram {
 namespace {

@@ -1,6 +1,6 @@
 // engramctl dequant-check: replays GGUF dequantisation golden files (the
 // format of tests/golden/README.md, "GGUF block types") through the row
-// decoders of common/row_encoding.h: every row of every type, decoded to f32
+// decoders of common/codec/row_encoding.h: every row of every type, decoded to f32
 // (bit for bit; the files write ggml's -0 as 0, so a zero matches either
 // zero) and to bf16 (the nearest-even rounding of each expected f32).
 //

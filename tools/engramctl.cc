@@ -21,9 +21,9 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
-#include "common/flags.h"
-#include "common/hash_golden.h"
-#include "common/table_gen.h"
+#include "common/gen/hash_golden.h"
+#include "common/gen/table_gen.h"
+#include "common/util/flags.h"
 #include "tools/deploy_commands.h"
 #include "tools/dequant_check_command.h"
 #include "tools/lookup_command.h"
@@ -32,7 +32,7 @@
 #include "tools/shard_commands.h"
 #include "tools/verify_command.h"
 
-// gen-table defaults are GenTableOptions' (common/table_gen.h).
+// gen-table defaults are GenTableOptions' (common/gen/table_gen.h).
 static const engram::GenTableOptions kGenDefaults;
 
 ABSL_FLAG(std::string, out, "", "output directory (gen-table, import)");

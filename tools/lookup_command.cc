@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "client/engram_client.h"
-#include "common/shard_addresses.h"
+#include "common/net/shard_addresses.h"
 #include "service/auth.h"
 
 ABSL_DECLARE_FLAG(std::string, table);

@@ -25,8 +25,8 @@
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
 #include "service/shard_server.h"
-#include "shard/tier_plan.h"
-#include "shard/tier_replay.h"
+#include "shard/plan/tier_plan.h"
+#include "shard/plan/tier_replay.h"
 
 extern char** environ;
 
@@ -35,7 +35,7 @@ ABSL_DECLARE_FLAG(std::string, shards);
 ABSL_DECLARE_FLAG(std::string, profile_trace);
 ABSL_DECLARE_FLAG(bool, json);
 
-// plan defaults are PlanModelOptions' and TierReplayOptions' (shard/tier_plan.h).
+// plan defaults are PlanModelOptions' and TierReplayOptions' (shard/plan/tier_plan.h).
 static const engram::PlanModelOptions kModelDefaults;
 static const engram::TierReplayOptions kReplayDefaults;
 

@@ -1,7 +1,7 @@
 // engramctl plan: the capacity planner. For a token trace, the hit ratio,
 // disk load and exposed wait each RAM budget per shard would give, from a
 // replay of the trace through the shards' own hot-tier policy
-// (shard/tier_replay.h) and a stated hardware model (shard/tier_plan.h).
+// (shard/plan/tier_replay.h) and a stated hardware model (shard/plan/tier_plan.h).
 //
 //   plan --trace FILE --table DIR --shards K --disk-iops N
 //        [--profile-trace FILE] [--batch B] [--budgets 1%,64M,...]

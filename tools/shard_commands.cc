@@ -8,16 +8,16 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/file_util.h"
+#include "common/util/file_util.h"
 #include "shard/footprint.h"
-#include "shard/gguf.h"
-#include "shard/importer.h"
-#include "shard/row_source.h"
+#include "shard/import/gguf.h"
+#include "shard/import/importer.h"
+#include "shard/import/row_source.h"
 #include "tools/progress.h"
 
 ABSL_DECLARE_FLAG(std::string, out);
 ABSL_DECLARE_FLAG(uint64_t, table_version);
-// import defaults are ImportOptions' (shard/importer.h).
+// import defaults are ImportOptions' (shard/import/importer.h).
 static const engram::ImportOptions kImportDefaults;
 
 ABSL_FLAG(std::string, table, kImportDefaults.table_dir,

@@ -16,7 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "common/status_macros.h"
+#include "common/util/status_macros.h"
 
 namespace engram::testing {
 namespace {

@@ -3,11 +3,16 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
+#include <fstream>
+#include <random>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/file_util.h"
-#include "common/table_gen.h"
+#include "common/gen/table_gen.h"
+#include "common/util/file_util.h"
 
 namespace engram::testing {
 
@@ -47,6 +52,25 @@ absl::Status MakeSmallTable(const std::string& dir, int64_t engram_vocab_size, u
   o.seed = seed;
   o.table_name = "shard-test";
   return GenerateTable(o, nullptr);
+}
+
+void WriteZipfTrace(const std::string& path, uint64_t seed, int lines, int min_len, int max_len,
+                    int ids) {
+  std::mt19937_64 rng(seed);
+  std::vector<double> cdf(static_cast<size_t>(ids));
+  double sum = 0;
+  for (int k = 0; k < ids; ++k) cdf[k] = sum += 1.0 / std::pow(k + 1.0, 1.1);
+  std::ofstream out(path);
+  for (int line = 0; line < lines; ++line) {
+    const int len =
+        min_len + static_cast<int>(rng() % static_cast<uint64_t>(max_len - min_len + 1));
+    for (int t = 0; t < len; ++t) {
+      const double u = static_cast<double>(rng() >> 11) / 9007199254740992.0 * sum;
+      const int k = static_cast<int>(std::lower_bound(cdf.begin(), cdf.end(), u) - cdf.begin());
+      out << (t ? " " : "") << (std::min(k, ids - 1) * 37 + 5);
+    }
+    out << "\n";
+  }
 }
 
 absl::Status FlipByte(const std::string& path, uint64_t offset) {

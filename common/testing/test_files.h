@@ -7,7 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "common/layout.h"
+#include "common/hash/layout.h"
 
 namespace engram::testing {
 
@@ -28,14 +28,20 @@ class TempDir {
   std::string path_;
 };
 
-// Writes a "small"-preset table (66-byte rows) with the given
-// engram_vocab_size and seed to `dir`.
 // A valid hash layout small enough to reason about by hand: 4 tokens, one
 // Engram layer of 17 rows, orders 2..3, 2 heads, primes 2, 3, 5, 7.
 HashLayout TinyHashLayout();
 
+// Writes a "small"-preset table (66-byte rows) with the given
+// engram_vocab_size and seed to `dir`.
 absl::Status MakeSmallTable(const std::string& dir, int64_t engram_vocab_size = 300,
                             uint64_t seed = 7);
+
+// Writes a token trace to `path`: `lines` sequences of Zipf(1.1) tokens over
+// `ids` distinct token ids (k * 37 + 5 for rank k), min_len..max_len tokens
+// each, the same for the same seed.
+void WriteZipfTrace(const std::string& path, uint64_t seed, int lines, int min_len, int max_len,
+                    int ids);
 
 // Flips one byte of a file at `offset`.
 absl::Status FlipByte(const std::string& path, uint64_t offset);

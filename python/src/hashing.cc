@@ -11,9 +11,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "common/engram_hash.h"
-#include "common/layout.h"
-#include "common/table.h"
+#include "common/format/table.h"
+#include "common/hash/engram_hash.h"
+#include "common/hash/layout.h"
 #include "python/src/array_arg.h"
 #include "python/src/binding_util.h"
 

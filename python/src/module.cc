@@ -21,8 +21,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/engram_client.h"
-#include "common/row_encoding.h"
-#include "common/shard_addresses.h"
+#include "common/codec/row_encoding.h"
+#include "common/net/shard_addresses.h"
 #include "python/src/array_arg.h"
 #include "python/src/binding_util.h"
 
@@ -473,7 +473,7 @@ PYBIND11_MODULE(engram_store, m) {
 
   // decode_rows(encoding, raw, head_dim, format="f32"): rows stored in
   // `encoding` (uint8[..., row_bytes]) to float32 or bf16 (uint16) values
-  // [..., head_dim], as Wait decodes them (common/row_encoding.h).
+  // [..., head_dim], as Wait decodes them (common/codec/row_encoding.h).
   m.def(
       "decode_rows",
       [](const std::string& encoding_name, py::handle raw_obj, int head_dim,

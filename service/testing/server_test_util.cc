@@ -16,11 +16,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
-#include "common/prometheus_scrape.h"
-#include "common/status_macros.h"
-#include "common/table_gen.h"
+#include "common/gen/table_gen.h"
+#include "common/net/prometheus_scrape.h"
+#include "common/util/status_macros.h"
 #include "grpcpp/generic/generic_stub.h"
-#include "shard/importer.h"
+#include "shard/import/importer.h"
 
 namespace engram::testing {
 

@@ -19,7 +19,7 @@
 // a step with some layers OK and some failed is "partial" and counts as
 // failed, with the first failed layer's status. Every row of every layer
 // whose Wait returned OK is compared, byte for byte, with the table file
-// (common/table.h): a row that differs is a wrong row, whatever the step's
+// (common/format/table.h): a row that differs is a wrong row, whatever the step's
 // status. The output buffers are filled with a pattern before each Wait,
 // so a row Wait did not write is caught too.
 //
@@ -53,9 +53,9 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/engram_client.h"
-#include "common/flags.h"
-#include "common/shard_addresses.h"
-#include "common/table.h"
+#include "common/format/table.h"
+#include "common/net/shard_addresses.h"
+#include "common/util/flags.h"
 
 ABSL_FLAG(std::string, table, "", "table directory (manifest.json, rows.safetensors)");
 ABSL_FLAG(std::string, shard_map, "", "shard_map.json of the deployment");

@@ -4,7 +4,7 @@
 // token time each step is prefetched through the client library; then
 // `--blocks` transformer blocks of `--block-us` simulated compute run, and
 // at each Engram layer's block the loop waits for that layer's rows (the
-// loop itself is tools/demo/inference_loop.h). It verifies a sample of the
+// loop itself is inference/inference_loop.h). It verifies a sample of the
 // returned rows against the table file and prints a summary whose last line
 // is exactly
 //   demo: N rows verified, W wrong, exposed wait X.X% of step time
@@ -20,13 +20,13 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "client/engram_client.h"
-#include "common/flags.h"
-#include "common/prometheus_exposer.h"
-#include "common/prometheus_scrape.h"
-#include "common/shard_addresses.h"
-#include "common/table.h"
+#include "common/format/table.h"
+#include "common/net/prometheus_exposer.h"
+#include "common/net/prometheus_scrape.h"
+#include "common/net/shard_addresses.h"
+#include "common/util/flags.h"
+#include "inference/inference_loop.h"
 #include "prometheus/registry.h"
-#include "tools/demo/inference_loop.h"
 #include "tools/progress.h"
 
 ABSL_FLAG(std::string, table, "", "table directory (manifest.json, rows.safetensors)");
@@ -39,7 +39,7 @@ ABSL_FLAG(std::string, trace, "", "token trace: one sequence per line");
 ABSL_FLAG(int32_t, metrics_port, -1,
           "serve the client's Prometheus /metrics on 127.0.0.1:PORT while the loop runs "
           "(-1 = off, 0 = any free port; the chosen one is printed)");
-// Loop defaults are InferenceLoopOptions' (tools/demo/inference_loop.h).
+// Loop defaults are InferenceLoopOptions' (inference/inference_loop.h).
 static const engram::InferenceLoopOptions kLoopDefaults;
 
 ABSL_FLAG(int32_t, batch, kLoopDefaults.batch, "sequences per step");

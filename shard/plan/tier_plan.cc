@@ -1,0 +1,198 @@
+#include "shard/plan/tier_plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/util/status_macros.h"
+
+namespace engram {
+namespace {
+
+double TokensPerSecond(const PlanModelOptions& m, int batch) {
+  return m.tokens_per_second > 0 ? m.tokens_per_second
+                                 : static_cast<double>(batch) / (m.blocks * m.block_us * 1e-6);
+}
+
+double StepsPerSecond(const PlanModelOptions& m, int batch) {
+  return m.workers * TokensPerSecond(m, batch) / batch;
+}
+
+}  // namespace
+
+absl::Status PlanModelOptions::Validate(std::span<const int64_t> layer_blocks) const {
+  auto bad = [](const char* field, double v, const char* want) {
+    return absl::InvalidArgumentError(absl::StrCat(field, " ", v, " must be ", want));
+  };
+  if (!(disk_iops > 0) || !std::isfinite(disk_iops)) return bad("disk_iops", disk_iops, "> 0");
+  if (!(disk_latency_us >= 0) || !std::isfinite(disk_latency_us)) {
+    return bad("disk_latency_us", disk_latency_us, ">= 0");
+  }
+  if (!(network_gbps > 0) || !std::isfinite(network_gbps)) {
+    return bad("network_gbps", network_gbps, "> 0");
+  }
+  if (!(rtt_us >= 0) || !std::isfinite(rtt_us)) return bad("rtt_us", rtt_us, ">= 0");
+  if (!(block_us > 0) || !std::isfinite(block_us)) return bad("block_us", block_us, "> 0");
+  if (!(tokens_per_second >= 0) || !std::isfinite(tokens_per_second)) {
+    return bad("tokens_per_second", tokens_per_second, ">= 0 (0 = back-to-back decode)");
+  }
+  if (workers < 1) return bad("workers", workers, ">= 1");
+  int64_t last = 0;
+  for (int64_t b : layer_blocks) last = std::max(last, b);
+  if (blocks <= last) {
+    return absl::InvalidArgumentError(absl::StrCat("blocks ", blocks,
+                                                   " must exceed the last Engram layer's block (",
+                                                   last, ", the layout's engram_layer_ids)"));
+  }
+  return absl::OkStatus();
+}
+
+FetchModel::FetchModel(const PlanModelOptions& options, std::vector<int64_t> layer_blocks,
+                       std::vector<uint32_t> row_bytes, const std::vector<double>& utilization)
+    : o_(options),
+      layer_blocks_(std::move(layer_blocks)),
+      row_bytes_(std::move(row_bytes)),
+      link_bytes_per_second_(options.network_gbps * 1e9 / 8),
+      step_seconds_(options.blocks * options.block_us * 1e-6) {
+  const double others = static_cast<double>(o_.workers - 1) / o_.workers;
+  for (double u : utilization) free_iops_.push_back(o_.disk_iops * (1 - others * u));
+  need_order_.resize(layer_blocks_.size());
+  std::iota(need_order_.begin(), need_order_.end(), 0);
+  std::stable_sort(need_order_.begin(), need_order_.end(),
+                   [this](int a, int b) { return layer_blocks_[a] < layer_blocks_[b]; });
+}
+
+double FetchModel::Step(std::span<const uint32_t> rows, std::span<const uint32_t> tail,
+                        std::vector<double>* exposed) const {
+  const size_t L = layer_blocks_.size(), K = free_iops_.size();
+  std::vector<double> arrival(L);
+  double at = 0;  // layer l leaves when layer l - 1 has arrived
+  for (size_t l = 0; l < L; ++l) {
+    double slowest = 0, all_sends = 0;
+    uint64_t asked = 0;
+    for (size_t s = 0; s < K; ++s) {
+      const uint32_t n = rows[l * K + s], t = tail[l * K + s];
+      asked += n;
+      const double send = static_cast<double>(n) * row_bytes_[l] / link_bytes_per_second_;
+      const double disk = t > 0 ? o_.disk_latency_us * 1e-6 + t / free_iops_[s] : 0.0;
+      slowest = std::max(slowest, disk + send);
+      all_sends += send;
+    }
+    if (asked > 0) at += o_.rtt_us * 1e-6 + std::max(slowest, all_sends);
+    arrival[l] = at;
+  }
+  exposed->assign(L, 0.0);
+  double waited = 0;
+  for (int l : need_order_) {
+    const double needed = static_cast<double>(layer_blocks_[l]) * o_.block_us * 1e-6 + waited;
+    const double e = std::max(0.0, arrival[l] - needed);
+    (*exposed)[l] = e;
+    waited += e;
+  }
+  return waited;
+}
+
+TrafficPlan PlanTraffic(const TierReplay& replay, const PlanModelOptions& model) {
+  TrafficPlan t;
+  const int batch = replay.options().batch;
+  t.tokens_per_second = TokensPerSecond(model, batch);
+  t.steps_per_second = StepsPerSecond(model, batch);
+  const uint32_t K = replay.map().n_shards;
+  const int L = replay.n_layers();
+  const double link = model.network_gbps * 1e9 / 8;
+  const double steps = static_cast<double>(std::max<uint64_t>(1, replay.steps()));
+  t.rows_per_step.assign(K, 0);
+  double worker_bytes = 0;
+  for (uint32_t s = 0; s < K; ++s) {
+    double bytes = 0, rows = 0;
+    for (uint64_t step = 0; step < replay.steps(); ++step) {
+      for (int l = 0; l < L; ++l) {
+        const uint32_t n = replay.step_rows(step, l, s);
+        rows += n;
+        bytes += static_cast<double>(n) * replay.map().row_bytes[l];
+      }
+    }
+    t.rows_per_step[s] = rows / steps;
+    worker_bytes += bytes / steps;
+    t.max_shard_link_utilization =
+        std::max(t.max_shard_link_utilization, bytes / steps * t.steps_per_second / link);
+  }
+  t.worker_link_utilization = worker_bytes * t.tokens_per_second / batch / link;
+  return t;
+}
+
+absl::StatusOr<BudgetPlan> PlanBudget(const TierReplay& replay, const BudgetReplay& budget,
+                                      const PlanModelOptions& model) {
+  const HashLayout& layout = replay.manifest().layout;
+  RETURN_IF_ERROR(model.Validate(layout.engram_layer_ids));
+  const uint32_t K = replay.map().n_shards;
+  const int L = replay.n_layers();
+  const double steps = static_cast<double>(std::max<uint64_t>(1, replay.steps()));
+  const double steps_per_second = StepsPerSecond(model, replay.options().batch);
+  BudgetPlan p;
+  p.budget_bytes = budget.budget_bytes;
+  p.percent_of_shard =
+      100.0 * static_cast<double>(budget.budget_bytes) / static_cast<double>(replay.shard_bytes());
+  p.hit_ratio = budget.hit_ratio();
+  std::vector<double> utilization;
+  for (const ShardReplay& s : budget.shards) {
+    ShardPlan sp;
+    sp.rows = s.all();
+    sp.hit_ratio = s.hit_ratio();
+    sp.tail_rows_per_step = static_cast<double>(sp.rows.disk) / steps;
+    sp.tail_rows_per_second = sp.tail_rows_per_step * steps_per_second;
+    sp.disk_utilization = sp.tail_rows_per_second / model.disk_iops;
+    sp.pinned_rows = s.pinned_rows;
+    sp.cache_slots = s.cache_slots;
+    p.max_tail_rows_per_second = std::max(p.max_tail_rows_per_second, sp.tail_rows_per_second);
+    p.max_disk_utilization = std::max(p.max_disk_utilization, sp.disk_utilization);
+    utilization.push_back(sp.disk_utilization);
+    p.shards.push_back(sp);
+  }
+  p.layer_exposed_wait_percent.assign(L, 0.0);
+  if (p.max_disk_utilization >= 1) {
+    p.disk_saturated = true;
+    p.exposed_wait_percent = std::numeric_limits<double>::infinity();
+    std::fill(p.layer_exposed_wait_percent.begin(), p.layer_exposed_wait_percent.end(),
+              p.exposed_wait_percent);
+    return p;
+  }
+  const FetchModel fetch(model, layout.engram_layer_ids, replay.map().row_bytes, utilization);
+  std::vector<uint32_t> rows(static_cast<size_t>(L) * K);
+  std::vector<double> exposed, layer_sum(L, 0.0);
+  double exposed_sum = 0, wall = 0;
+  for (uint64_t step = 0; step < replay.steps(); ++step) {
+    for (int l = 0; l < L; ++l) {
+      for (uint32_t s = 0; s < K; ++s) rows[l * K + s] = replay.step_rows(step, l, s);
+    }
+    const std::span<const uint32_t> tail(budget.step_tail.data() + step * L * K,
+                                         static_cast<size_t>(L) * K);
+    const double e = fetch.Step(rows, tail, &exposed);
+    for (int l = 0; l < L; ++l) layer_sum[l] += exposed[l];
+    exposed_sum += e;
+    wall += fetch.step_seconds() + e;
+  }
+  if (wall > 0) {
+    p.exposed_wait_percent = 100.0 * exposed_sum / wall;
+    for (int l = 0; l < L; ++l) p.layer_exposed_wait_percent[l] = 100.0 * layer_sum[l] / wall;
+  }
+  return p;
+}
+
+absl::StatusOr<std::vector<BudgetPlan>> PlanBudgets(const TierReplay& replay,
+                                                    const std::vector<uint64_t>& budgets,
+                                                    const PlanModelOptions& model) {
+  RETURN_IF_ERROR(model.Validate(replay.manifest().layout.engram_layer_ids));
+  std::vector<BudgetPlan> out;
+  for (uint64_t b : budgets) {
+    ASSIGN_OR_RETURN(BudgetReplay r, replay.Run(b));
+    ASSIGN_OR_RETURN(BudgetPlan p, PlanBudget(replay, r, model));
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+}  // namespace engram

@@ -1,0 +1,134 @@
+// Capacity planning: from a TierReplay (shard/plan/tier_replay.h) at a RAM
+// budget to disk load and the exposed wait a worker would see, through a
+// small, stated model of the hardware. What `engramctl plan` prints
+// (docs/operating.md, "Planning the RAM budget: engramctl plan").
+//
+// Rates. steps/s = workers x tokens_per_second / batch (every worker
+// decodes the same kind of trace against the same shards). A shard's tail
+// rows/s = its replayed disk rows per step x steps/s; its disk utilisation
+// = tail rows/s / disk_iops (>= 1: the disk cannot keep up).
+//
+// Time of one step (FetchModel), replayed step by step with each step's
+// own rows and tail rows per (layer, shard): layer l's request to shard s
+// carries n rows of b bytes, t of them from disk;
+//   disk(l, s)  = t > 0 ? disk_latency + t / free_iops(s) : 0
+//   send(l, s)  = n * b / link         (link = network_gbps / 8 bytes/s)
+//   fetch(l)    = rtt + max(max_s disk(l, s) + send(l, s), sum_s send(l, s))
+// (each shard reads its tail then sends; the worker's own link carries
+// every shard's rows), free_iops(s) = disk_iops x (1 - (W - 1) / W x
+// utilisation(s)): the other W - 1 workers' reads take their mean share of
+// the disk. Layers go out one after the other as the client's
+// pipeline_layers sends them: layer l leaves when layer l - 1 has arrived,
+// layer 0 at the step's start, so arrival(l) = fetch(0) + ... + fetch(l).
+// The model needs layer l at block engram_layer_ids[l] of `blocks`, i.e.
+// at engram_layer_ids[l] x block_us after the step's start plus whatever
+// the step has already waited; exposed(l) = max(0, arrival(l) - that).
+// A step lasts blocks x block_us + its exposed time; the predicted exposed
+// wait is sum(exposed) / sum(step times), the share of wall time a worker
+// spends blocked (engram-demo measures it the same way). The client's own
+// CPU (hashing, de-duplication, copies) and request bytes are left out.
+#ifndef ENGRAM_SHARD_PLAN_TIER_PLAN_H_
+#define ENGRAM_SHARD_PLAN_TIER_PLAN_H_
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "shard/plan/tier_replay.h"
+
+namespace engram {
+
+// Defaults: DeepSeek-V4.1-Flash's 43 blocks at 500 us, 25 GbE, one NVMe
+// read of 80 us at depth 1.
+struct PlanModelOptions {
+  // Random 4 KiB reads per second one shard's disk sustains at depth.
+  // REQUIRED, > 0.
+  double disk_iops = 0;
+  double disk_latency_us = 80;  // one read at depth 1, >= 0
+  double network_gbps = 25;     // every link, > 0
+  double rtt_us = 50;           // a request's round trip without its data, >= 0
+  double block_us = 500;        // one transformer block, > 0
+  int blocks = 43;              // blocks of the model; > every Engram layer's block
+  // Tokens per second of one worker; 0 = decoding back to back:
+  // batch / (blocks x block_us).
+  double tokens_per_second = 0;
+  int workers = 1;  // inference workers sharing the shards, >= 1
+
+  // InvalidArgument naming the first bad field; `layer_blocks` are the
+  // layout's engram_layer_ids.
+  absl::Status Validate(std::span<const int64_t> layer_blocks) const;
+};
+
+// The per-step time model above, for one budget's disk utilisations.
+class FetchModel {
+ public:
+  // `layer_blocks`: engram_layer_ids; `row_bytes` per layer;
+  // `utilization` per shard (its disk, all workers); every entry < 1.
+  FetchModel(const PlanModelOptions& options, std::vector<int64_t> layer_blocks,
+             std::vector<uint32_t> row_bytes, const std::vector<double>& utilization);
+
+  // One step: rows[l * K + s] and tail[l * K + s] (layer-major) give each
+  // layer's exposed seconds in `exposed` (resized to the layers); returns
+  // their sum.
+  double Step(std::span<const uint32_t> rows, std::span<const uint32_t> tail,
+              std::vector<double>* exposed) const;
+  double step_seconds() const { return step_seconds_; }  // blocks x block_us
+
+ private:
+  PlanModelOptions o_;
+  std::vector<int64_t> layer_blocks_;
+  std::vector<uint32_t> row_bytes_;
+  std::vector<double> free_iops_;  // per shard
+  std::vector<int> need_order_;    // layers by the block that needs them
+  double link_bytes_per_second_;
+  double step_seconds_;
+};
+
+struct ShardPlan {
+  ReplayCounts rows;  // replayed, whole trace
+  double hit_ratio = 0;
+  double tail_rows_per_step = 0;
+  double tail_rows_per_second = 0;  // all workers
+  double disk_utilization = 0;      // tail_rows_per_second / disk_iops
+  uint64_t pinned_rows = 0, cache_slots = 0;
+};
+
+struct BudgetPlan {
+  uint64_t budget_bytes = 0;
+  double percent_of_shard = 0;  // of TierReplay::shard_bytes()
+  double hit_ratio = 0;         // all shards
+  std::vector<ShardPlan> shards;
+  double max_tail_rows_per_second = 0;
+  double max_disk_utilization = 0;
+  // Some shard's disk utilisation >= 1: its queue grows without bound, and
+  // the exposed wait is +infinity.
+  bool disk_saturated = false;
+  double exposed_wait_percent = 0;
+  std::vector<double> layer_exposed_wait_percent;
+};
+
+// Budget-independent traffic of the trace at the model's rates.
+struct TrafficPlan {
+  double steps_per_second = 0;            // all workers
+  double tokens_per_second = 0;           // per worker (the default resolved)
+  std::vector<double> rows_per_step;      // per shard, all layers
+  double max_shard_link_utilization = 0;  // rows bytes/s of a shard, all workers / link
+  double worker_link_utilization = 0;     // one worker's row bytes/s / link
+};
+
+TrafficPlan PlanTraffic(const TierReplay& replay, const PlanModelOptions& model);
+
+// The plan of one replayed budget. InvalidArgument for a bad model.
+absl::StatusOr<BudgetPlan> PlanBudget(const TierReplay& replay, const BudgetReplay& budget,
+                                      const PlanModelOptions& model);
+
+// Replays and plans each budget, in the order given.
+absl::StatusOr<std::vector<BudgetPlan>> PlanBudgets(const TierReplay& replay,
+                                                    const std::vector<uint64_t>& budgets,
+                                                    const PlanModelOptions& model);
+
+}  // namespace engram
+
+#endif  // ENGRAM_SHARD_PLAN_TIER_PLAN_H_
