@@ -1,6 +1,6 @@
 # The engram-store image: engram-shard (the entrypoint) and engramctl, as the
 # Helm chart (helm/engram-store) runs them. The same image, without Docker,
-# comes from `make image` (scripts/image.sh, buildah); docs/operations.md.
+# comes from `make image` (scripts/image.sh, buildah); docs/kubernetes.md, "The image".
 #
 #   docker build -t engram-store:0.1.0 .
 #

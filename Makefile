@@ -31,7 +31,7 @@ soak: build
 	@/usr/bin/python3 scripts/soak.py $(BUILD)
 
 # The container image the Helm chart runs, made with buildah (no Docker
-# daemon): scripts/image.sh, docs/operations.md.
+# daemon): scripts/image.sh, docs/kubernetes.md, "The image".
 image: build
 	@bash scripts/image.sh $(BUILD)
 

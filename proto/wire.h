@@ -2,10 +2,10 @@
 //
 // Lookup carries rows as raw grpc::ByteBuffers instead of protobuf messages:
 // a protobuf `bytes` field costs a serialize copy on one side and a parse
-// copy on the other, which on this hardware holds a unary call to ~60% of a
-// bare TCP exchange. This codec produces and consumes the exact protobuf
-// wire format of LookupRequest / LookupResponse (so grpcurl, other languages
-// and protobuf's own parser keep working) while touching the row bytes once:
+// copy on the other (the cost: docs/benchmarks.md, "Shard server"). This
+// codec produces and consumes the exact protobuf wire format of
+// LookupRequest / LookupResponse (so grpcurl, other languages and
+// protobuf's own parser keep working) while touching the row bytes once:
 //
 //   server: ParseLookupRequest   -> ids in one contiguous array
 //           NewLookupResponse    -> one slice of the exact response size;

@@ -39,19 +39,18 @@ namespace engram {
 
 struct ScrubberOptions {
   // Pinned rows checked, bytes per second; 0 = never. 16 MiB/s is ~63,000
-  // rows of 264 bytes a second, ~0.3% of a core (RowChecksum: 44 ns a row
-  // on this VM); a pass over a 24 GiB arena takes ~26 minutes.
+  // rows of 264 bytes a second; a pass over a 24 GiB arena takes ~26
+  // minutes. Its CPU cost: docs/reliability.md, "The scrubber".
   uint64_t pinned_bytes_per_second = uint64_t{16} << 20;
   // Rows read back from the store, bytes per second; 0 = never. 1 MiB/s is
   // ~4,000 rows of 264 bytes a second, read in key order with readahead
-  // (RowStore::ScanRows: ~18 reads of ~80 KB a second): ~0.3% of a core on
-  // this VM with O_DIRECT (3%, 500 reads a second, when it read blocks one by one); a
+  // (RowStore::ScanRows: ~18 reads of ~80 KB a second with O_DIRECT); a
   // pass over 24 GiB takes ~7 hours.
   uint64_t disk_bytes_per_second = uint64_t{1} << 20;
   // Rows per step of a walk; the thread sleeps between steps to keep the
   // rates. 2048 rows of 264 bytes: ~30 pinned steps a second at the default
-  // rate (each a wake-up, which costs more on a VM than the step's 90 us of
-  // checksums) and a disk step every half second.
+  // rate (each step a wake-up, so fewer, larger steps cost less) and a disk
+  // step every half second.
   uint32_t batch_rows = 2048;
   // Where failures are reported, one line each; empty = stderr.
   std::function<void(const std::string&)> report;

@@ -42,9 +42,9 @@ inline constexpr int kShardFormatVersion = 1;
 //            hash probe a row, read through mmap only, so not with
 //            --direct-io), each value the row followed by its
 //            RowChecksum (the format has no block checksums); the identity
-//            record alone in the default column family (block-based). About
-//            5x less CPU a row than kBlock when the page cache holds the
-//            tail (docs/table-format.md).
+//            record alone in the default column family (block-based). Less
+//            CPU a row than kBlock when the page cache holds the tail
+//            (docs/table-format.md, "Tail formats").
 enum class TailFormat { kBlock, kCuckoo };
 
 inline constexpr char kRowsColumnFamily[] = "rows";

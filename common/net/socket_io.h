@@ -21,10 +21,9 @@ namespace engram {
 // Reads exactly n bytes. False on EOF before n bytes or on an error (errno
 // tells which; 0 for a clean EOF). `quick_ack`: TCP_QUICKACK before every
 // receive, so the peer's segments are acknowledged at once rather than
-// after Linux's delayed-ACK timer (>= 40 ms). A sender held by the
-// receive window waits for those acknowledgements: without this, a row
-// stream's responses stalled for 10-40 ms on 2% of decode steps
-// (engram-bench-client, 3 shards).
+// after Linux's delayed-ACK timer (>= 40 ms), which a sender held by the
+// receive window would otherwise wait out (docs/benchmarks.md, "Settings
+// chosen by measurement").
 bool ReadFull(int fd, void* buf, size_t n, bool quick_ack = false);
 
 // Writes every byte of iov[0, n); the array is modified in place as bytes

@@ -1,8 +1,9 @@
 // PrefetchGather: copies scattered fixed-size rows into one contiguous
 // buffer with the loads of later rows in flight while earlier ones are
 // copied. A large hot request (12,288 rows of 264 bytes from a table of
-// hundreds of MB) otherwise waits out one cache miss after another; with
-// eight rows ahead its gather runs about twice as fast (docs/benchmarks.md).
+// hundreds of MB) otherwise waits out one cache miss after another (what
+// the loads in flight buy: docs/benchmarks.md, "Settings chosen by
+// measurement").
 //
 //   PrefetchGather(ids.size(), row_bytes, out,
 //                  [&](size_t i) { return table + ids[i] * row_bytes; },

@@ -28,7 +28,7 @@ one line:
     fault: N faults, S steps, F failed, 0 wrong rows, recovered within X s
 or  fault: FAILED: <why>
 --no-hedge, --transport, --fault-seconds, --quiet-seconds and --faults run variants (see
-docs/reliability-faults.md); make test runs the defaults: hedging on, every
+docs/reliability.md, "Multi-host fault tests"); make test runs the defaults: hedging on, every
 fault 3 s, 5 s apart, about 45 s in all.
 Exit 77 with one line where namespaces cannot be made (not root, no ip
 netns); a fault the kernel cannot inject (no sch_netem) is skipped with a

@@ -25,8 +25,8 @@ each other, beyond the API schemas (tests/helm/validate.mjs):
   values rendered);
 - memory request = limit, above --ram-budget; probes on the gRPC port;
 - TLS and auth flags name files of mounted Secrets;
-- the PrometheusRule holds docs/prometheus/engram-store-rules.yaml, the
-  dashboard ConfigMap docs/grafana/engram-store.json, and the ServiceMonitor
+- the PrometheusRule holds files/prometheus-rules.yaml, the dashboard
+  ConfigMap files/grafana-dashboard.json, and the ServiceMonitor
   scrapes the metrics port of the headless Service only.
 
 Prints one line per failed check and a last line
@@ -249,13 +249,13 @@ def main():
                      f"engramctl shardmap --from-dns {domain} printed {out.stdout.strip()!r} {out.stderr.strip()}")
 
     for rule in by_kind.get("PrometheusRule", []):
-        with open(f"{repo}/docs/prometheus/engram-store-rules.yaml") as f:
-            c.expect(rule["spec"] == yaml.safe_load(f), "PrometheusRule spec is docs/prometheus/engram-store-rules.yaml")
+        with open(f"{repo}/helm/engram-store/files/prometheus-rules.yaml") as f:
+            c.expect(rule["spec"] == yaml.safe_load(f), "PrometheusRule spec is files/prometheus-rules.yaml")
     dashboards = [m for m in by_kind.get("ConfigMap", []) if "engram-store.json" in m.get("data", {})]
     for m in dashboards:
-        with open(f"{repo}/docs/grafana/engram-store.json") as f:
+        with open(f"{repo}/helm/engram-store/files/grafana-dashboard.json") as f:
             c.expect(json.loads(m["data"]["engram-store.json"]) == json.load(f),
-                     "dashboard ConfigMap holds docs/grafana/engram-store.json")
+                     "dashboard ConfigMap holds files/grafana-dashboard.json")
         c.expect(any(v == "1" for v in m["metadata"]["labels"].values()), "dashboard ConfigMap has the sidecar label")
     for sm in by_kind.get("ServiceMonitor", []):
         chosen = [s for s in services if selects(sm["spec"]["selector"]["matchLabels"], s["metadata"]["labels"])]
