@@ -373,7 +373,7 @@ def test(args, children):
                            out, os.path.join(work, f"shard-{i}.err"))
         # engram-shard: serving shard I/K of TABLE vV on HOST:PORT (metrics :M) ...
         m = wait_for_line(out, r"serving shard .* on (\S+) \(metrics :(\d+)\)", p,
-                          f"engram-shard {i}", 30)
+                          f"engram-shard {i}", 120)
         addrs.append(m.group(1))
         mports.append(int(m.group(2)))
     say(f"shards on {', '.join(addrs)} (metrics :{', :'.join(map(str, mports))}), "
@@ -434,7 +434,7 @@ def test(args, children):
     demo = children.start("engram-demo", demo_argv, os.path.join(work, "demo.out"), demo_err)
     load_start = time.time()
     m = wait_for_line(demo_err, r"client metrics on 127\.0\.0\.1:(\d+)", demo,
-                      "engram-demo", 30)
+                      "engram-demo", 120)
     client_port = int(m.group(1))
     tmp = client_sd + ".tmp"
     open(tmp, "w").write(json.dumps([{"targets": [f"127.0.0.1:{client_port}"]}]) + "\n")
