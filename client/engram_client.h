@@ -1,3 +1,6 @@
+// Public header of the client library (with client/engram_types.h, the
+// value types it uses; a worker needs no other header of ours).
+//
 // EngramClient: the library inference workers link to fetch Engram rows.
 //
 // Per step, a worker hands the client its sequences' new token ids at token
@@ -33,9 +36,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/codec/row_encoding.h"
-#include "common/hash/engram_hash.h"
-#include "common/hash/layout.h"
+#include "client/engram_types.h"
 
 namespace prometheus {
 class Registry;
@@ -114,25 +115,24 @@ struct ClientOptions {
   // empty = none.
   std::string auth_token;
   // (gRPC transport) HTTP/2 bandwidth-delay probing (pings that size the flow-control
-  // windows and socket reads to the measured bandwidth). On: best for
-  // multi-MB replies (≈15% more rows/s at 12,288-row steps, engram-bench).
-  // Off: no probe pings and a fixed receive window of `http2_window_bytes`
-  // per stream; with several shards this removes the ≈10 ms stalls that
-  // hit 1–5% of decode steps with probing on (engram-bench-client, which
-  // runs with it off, as a latency-bound decode loop should).
+  // windows and socket reads to the measured bandwidth). On: for
+  // throughput on multi-MB replies. Off: no probe pings and a fixed receive
+  // window of `http2_window_bytes` per stream, for a latency-bound decode
+  // loop over several shards, where the probes stall some steps. Figures:
+  // docs/benchmarks.md, "Settings chosen by measurement".
   bool http2_bdp_probe = true;
   uint32_t http2_window_bytes = 16 << 20;
 
   // Worker-side hot-row cache: the hottest rows of the hot-row profiles
   // kept in this process, so the most frequent n-grams never cross the
-  // network. 0 = off (the default). `local_cache_profiles[i]` is shard i's
+  // network. 0 = off (the default). `worker_cache_profiles[i]` is shard i's
   // `hot_profile.bin` (written by `engramctl import --profile-trace`); the
   // rows are fetched from the shards once, at Create.
-  uint64_t local_cache_bytes = 0;
-  std::vector<std::string> local_cache_profiles;
+  uint64_t worker_cache_bytes = 0;
+  std::vector<std::string> worker_cache_profiles;
 
   // Positions each Sequence can hold.
-  int64_t sequence_capacity = SequenceState::kDefaultCapacity;
+  int64_t sequence_capacity = kDefaultSequenceCapacity;
   // Optional: the client's counters are also registered here as
   // engram_client_* series (prometheus-cpp), brought up to date from
   // stats() once a second by a thread of the client and once more when the
@@ -156,13 +156,20 @@ enum class RowFormat {
 // The n-gram state of one sequence (prefill, then decode steps).
 class Sequence {
  public:
-  explicit Sequence(int64_t capacity) : state_(capacity) {}
-  int64_t length() const { return state_.length(); }
-  void Reset() { state_.Reset(); }
+  explicit Sequence(int64_t capacity);
+  ~Sequence();
+  Sequence(Sequence&&) noexcept;
+  Sequence& operator=(Sequence&&) noexcept;
+
+  // Positions held (the next decode step starts here).
+  int64_t length() const;
+  // Forgets the sequence; its next step must start at position 0.
+  void Reset();
 
  private:
   friend class EngramClient;
-  SequenceState state_;
+  struct Rep;  // the hash's per-sequence state
+  std::unique_ptr<Rep> rep_;
 };
 
 // One step's tokens. Every sequence contributes `tokens_per_sequence` ids,
@@ -195,8 +202,7 @@ struct ClientStats {
 };
 
 class Step;
-struct StepState;
-class LocalCache;
+class StepEngine;
 
 class EngramClient {
  public:
@@ -204,9 +210,9 @@ class EngramClient {
   //
   // Reads: table_dir/manifest.json (hash layout, row geometry), the shard
   // map at options.shard_map_path when given, and with a local cache each
-  // of options.local_cache_profiles.
+  // of options.worker_cache_profiles.
   //
-  // Blocks: only to fill the local cache (local_cache_bytes > 0), whose
+  // Blocks: only to fill the local cache (worker_cache_bytes > 0), whose
   // rows it fetches from the shards with one step's RPCs (each bounded by
   // rpc_deadline). Otherwise it opens no connection: channels connect, and
   // replicas are asked for their row stream port (Info), in the background
@@ -231,7 +237,7 @@ class EngramClient {
   static absl::StatusOr<std::unique_ptr<EngramClient>> Create(ClientOptions options);
   ~EngramClient();
 
-  const HashLayout& layout() const;
+  const TableLayout& layout() const;
   int n_layers() const;
   int n_cols() const;
   int n_shards() const;
@@ -239,7 +245,7 @@ class EngramClient {
   int row_bytes(int layer) const;
   int head_dim(int layer) const;
   // How layer's stored rows encode their values (the table manifest's).
-  RowEncoding encoding(int layer) const;
+  StoredEncoding encoding(int layer) const;
   // Bytes Wait writes per row in `format` for `layer`.
   size_t OutputRowBytes(int layer, RowFormat format) const;
 
@@ -265,13 +271,11 @@ class EngramClient {
 
   ClientStats stats() const;
   // Bytes of rows held by the local cache (0 when off).
-  uint64_t local_cache_bytes() const;
+  uint64_t worker_cache_bytes() const;
   // The p95 latency of recent RPCs (what hedging waits for by default).
   absl::Duration RecentP95() const;
 
  private:
-  friend class Step;
-  friend class LocalCache;
   struct Impl;
   explicit EngramClient(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
@@ -310,12 +314,11 @@ class Step {
 
  private:
   friend class EngramClient;
-  friend struct EngramClient::Impl;
-  Step(EngramClient::Impl* client, std::unique_ptr<StepState> state);
-  // Cancels what is still in flight, waits for it, returns the buffers.
+  explicit Step(std::unique_ptr<StepEngine> engine);
+  // Cancels what is still in flight, waits for it, gives the engine back
+  // to its pool.
   void Release();
-  EngramClient::Impl* client_ = nullptr;
-  std::unique_ptr<StepState> state_;
+  std::unique_ptr<StepEngine> engine_;  // null once moved from
 };
 
 }  // namespace engram

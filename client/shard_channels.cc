@@ -144,8 +144,7 @@ int ShardChannels::NextChannel(int shard, int replica) {
 }
 
 ShardRpc::ShardRpc(ShardChannels* channels, RpcCounters* counters, LatencyWindow* latency,
-                   int shard, grpc::Slice request, size_t response_bytes, DecodeFn decode,
-                   DoneFn on_done, QuietFn on_quiet)
+                   int shard, grpc::Slice request, size_t response_bytes, RpcReceiver* receiver)
     : channels_(channels),
       counters_(counters),
       latency_window_(latency),
@@ -153,9 +152,7 @@ ShardRpc::ShardRpc(ShardChannels* channels, RpcCounters* counters, LatencyWindow
       request_slice_(std::move(request)),
       response_bytes_(response_bytes),
       request_(&request_slice_, 1),
-      decode_(std::move(decode)),
-      on_done_(std::move(on_done)),
-      on_quiet_(std::move(on_quiet)) {
+      receiver_(receiver) {
   hedge_tag_.rpc = this;
   attempts_.reserve(static_cast<size_t>(channels_->n_replicas(shard)));
 }
@@ -228,7 +225,7 @@ void ShardRpc::OnAttemptDone(Attempt* a, const absl::Status& status) {
     --outstanding_;
     if (!done_) {
       if (status.ok()) {
-        absl::Status d = decode_(a->response);
+        absl::Status d = receiver_->Decode(a->response);
         if (d.ok()) {
           done_ = finish = true;
           latency_ = took;
@@ -273,9 +270,9 @@ void ShardRpc::OnAttemptDone(Attempt* a, const absl::Status& status) {
                              Retryable(result.code()) ? ": no replica answered; last: " : ": ",
                              result.message()));
     }
-    on_done_(result);
+    receiver_->Done(result);
   }
-  if (quiet) on_quiet_();  // may destroy *this: nothing may follow
+  if (quiet) receiver_->Quiet();  // may destroy *this: nothing may follow
 }
 
 void ShardRpc::OnHedgeAlarm(bool fired) {
@@ -294,7 +291,7 @@ void ShardRpc::OnHedgeAlarm(bool fired) {
     counters_->hedges.fetch_add(1, std::memory_order_relaxed);
     Launch(hedge);
   }
-  if (quiet) on_quiet_();  // may destroy *this: nothing may follow
+  if (quiet) receiver_->Quiet();  // may destroy *this: nothing may follow
 }
 
 void ShardRpc::Cancel() {

@@ -7,7 +7,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -132,24 +131,37 @@ struct RpcPolicy {
   absl::Duration hedge_delay;  // resolved (never zero when hedge is on)
 };
 
+// Where a ShardRpc delivers (the step that sent it: client/step_engine.h).
+// Each method runs on the thread that completed an attempt (the channels'
+// completion thread, a row stream's thread, or the sender's for an attempt
+// refused at once).
+class RpcReceiver {
+ public:
+  // An attempt's OK response; an error makes the attempt fail (a malformed
+  // response). Called under the RPC's lock, at most once per attempt.
+  virtual absl::Status Decode(const grpc::ByteBuffer& response) = 0;
+  // Exactly once: OK after Decode accepted a response, or the error of the
+  // last attempt.
+  virtual void Done(const absl::Status& status) = 0;
+  // Exactly once, after Done: nothing of the RPC calls back any more. May
+  // destroy the RPC.
+  virtual void Quiet() = 0;
+
+ protected:
+  ~RpcReceiver() = default;
+};
+
 // One Lookup of one shard's chunk of a step, with its attempts, each over
 // the replica's row stream where it offers one, else over gRPC. Created and
-// started by the step; `on_done` runs exactly once, on the thread that
-// completed the last attempt (the channels' completion thread, a row
-// stream's thread, or the sender's for an attempt refused at once), with
-// OK after `decode` accepted a response, or the error of the last attempt.
-// The object must outlive Quiet() returning true; Cancel() hurries it.
+// started by the step, it reports to `receiver` (RpcReceiver). The object
+// must outlive RpcReceiver::Quiet(); Cancel() hurries it.
 class ShardRpc {
  public:
-  using DecodeFn = std::function<absl::Status(const grpc::ByteBuffer&)>;
-  using DoneFn = std::function<void(const absl::Status&)>;
-  using QuietFn = std::function<void()>;
-
   // `response_bytes`: the exact size of a right answer (a row stream
   // response that claims more is refused before anything is allocated).
+  // REQUIRES: `receiver` outlives its Quiet().
   ShardRpc(ShardChannels* channels, RpcCounters* counters, LatencyWindow* latency, int shard,
-           grpc::Slice request, size_t response_bytes, DecodeFn decode, DoneFn on_done,
-           QuietFn on_quiet);
+           grpc::Slice request, size_t response_bytes, RpcReceiver* receiver);
   ~ShardRpc();
 
   // Sends the first attempt (replica `first_replica`, then the others in
@@ -203,9 +215,7 @@ class ShardRpc {
   const grpc::Slice request_slice_;  // the serialized LookupRequest (row stream)
   const size_t response_bytes_;
   const grpc::ByteBuffer request_;  // the same bytes, for gRPC
-  const DecodeFn decode_;
-  const DoneFn on_done_;
-  const QuietFn on_quiet_;
+  RpcReceiver* const receiver_;
 
   absl::Mutex mu_;
   RpcPolicy policy_;  // set under mu_ by Start(), read-only afterwards

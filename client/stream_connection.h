@@ -32,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "client/stream_buffer_pool.h"
 #include "common/net/tls.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
@@ -40,31 +41,6 @@
 #include "proto/stream_wire.h"
 
 namespace engram {
-
-// Response buffers, reused: a buffer handed out as a grpc::Slice comes back
-// when the last reference to the slice goes. Thread-safe.
-// REQUIRES: every slice is gone before the pool is destroyed.
-class StreamBufferPool {
- public:
-  StreamBufferPool() = default;
-  ~StreamBufferPool();
-  StreamBufferPool(const StreamBufferPool&) = delete;
-  StreamBufferPool& operator=(const StreamBufferPool&) = delete;
-
-  struct Buffer;
-  // A buffer of at least `bytes` bytes (contents unspecified).
-  Buffer* Get(size_t bytes);
-  static uint8_t* Data(Buffer* b);
-  // Hands `b` over to a slice of its first `bytes` bytes.
-  static grpc::Slice ToSlice(Buffer* b, size_t bytes);
-  // Gives back a buffer that was never made a slice.
-  void Put(Buffer* b);
-
- private:
-  static constexpr size_t kMaxFree = 64;
-  absl::Mutex mu_;
-  std::vector<Buffer*> free_ ABSL_GUARDED_BY(mu_);
-};
 
 // A call carried by a StreamConnection. Exactly one of its methods is
 // called, once, on the connection's thread or on the thread that sent or

@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/codec/row_encoding.h"
+#include "common/format/shard_map.h"
 #include "common/util/status_macros.h"
 
 namespace engram {
@@ -257,7 +258,7 @@ void Loop::CountRows(const Step& step) {
   const size_t L = static_cast<size_t>(client_.n_layers());
   for (size_t i = 0; i < row_ids.size(); ++i) {
     const uint64_t layer = (i / C) % L;
-    ++counts_[(layer << 48) | row_ids[i]];
+    ++counts_[ShardKey(static_cast<uint32_t>(layer), row_ids[i])];
   }
   lookups_ += row_ids.size();
 }

@@ -415,14 +415,14 @@ TEST(Client, LocalCacheServesHotRowsWithoutTheNetwork) {
   const auto& addrs = d.addrs;
   ClientOptions o;
   for (int s = 0; s < kShards; ++s) {
-    o.local_cache_profiles.push_back(Cluster::Get().shard_dir(s) + "/hot_profile.bin");
+    o.worker_cache_profiles.push_back(Cluster::Get().shard_dir(s) + "/hot_profile.bin");
   }
   ClientOptions base = BaseOptions(addrs);
-  base.local_cache_bytes = 200 * 66;
-  base.local_cache_profiles = o.local_cache_profiles;
+  base.worker_cache_bytes = 200 * 66;
+  base.worker_cache_profiles = o.worker_cache_profiles;
   auto client = EngramClient::Create(base);
   ASSERT_TRUE(client.ok()) << client.status();
-  EXPECT_EQ((*client)->local_cache_bytes(), 200u * 66);
+  EXPECT_EQ((*client)->worker_cache_bytes(), 200u * 66);
   RunGeneration(**client, 4, 30, 4, 21);
   EXPECT_GT((*client)->stats().local_hits, 0u);
 }

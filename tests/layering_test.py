@@ -1,15 +1,20 @@
 #!/usr/bin/env python3
-"""The layering check: which folders each folder's C++ sources may include.
+"""The layering check: which components each component's C++ sources may include.
 
     layering_test.py ROOT        check the tree at ROOT (exit 1 on a violation)
     layering_test.py --self-test check that the check catches what it exists for
 
-Folders are components (docs/architecture.md). An include of another
-folder's header ("shard/row_store.h", or the generated "engram/v1/..." of
-proto/) is allowed only along the arrows below; a folder may always include
-its own headers. A `testing/` helper folder may be included only from tests
-(`*_test.cc`, another `testing/` folder, tests/, bench/ and fuzz/). Every violation is
-printed with its file, line and include; the last line counts them.
+Components are folders, or the subfolders ALLOWED names on their own
+(common/hash, shard/import ...; docs/architecture.md); a file belongs to the
+longest one that holds it. An include of another component's header
+("shard/row_store.h", or the generated "engram/v1/..." of proto/) is allowed
+only along the arrows below, and only of a PUBLIC header when the component
+lists them (tests and benchmarks may reach internals); a component may always
+include its own headers. client/'s public headers include nothing of ours but
+each other. A `testing/` helper folder may be included only from tests
+(`*_test.cc`, another `testing/` folder, tests/, bench/ and fuzz/); a test
+beside its code may include what tests/ may. Every violation is printed with
+its file, line and include; the last line counts them.
 """
 import os
 import re
@@ -43,6 +48,23 @@ EVERYTHING = set(ALLOWED) | {"common/testing"}
 for _tests in ("bench", "tests", "fuzz"):
     ALLOWED[_tests] = EVERYTHING - {"tools"}
 OURS = {name.split("/")[0] for name in ALLOWED}
+# The public headers of the components a worker (client/) and an operator's
+# tooling (engramctl: the store, import, planning, the server) build on: a
+# source outside the component, tests and benchmarks aside, may include only
+# these. A component not listed here makes all its headers public.
+PUBLIC = {
+    "client": {"client/engram_client.h", "client/engram_types.h"},
+    "shard": {"shard/admission_cache.h", "shard/footprint.h", "shard/hot_tier.h",
+              "shard/row_store.h", "shard/shard_format.h", "shard/verify.h"},
+    "shard/import": {"shard/import/importer.h", "shard/import/row_source.h",
+                     "shard/import/gguf.h"},
+    "shard/plan": {"shard/plan/tier_plan.h", "shard/plan/tier_replay.h"},
+    "service": {"service/shard_server.h", "service/auth.h"},
+}
+# Components whose public headers are self-contained: they include no header
+# of ours but each other (a worker's build needs nothing of common/).
+SELF_CONTAINED = {"client"}
+
 # Include prefixes that are not folder names: generated code of a folder.
 ALIASES = {"engram": "proto"}  # engram/v1/engram_store.pb.h, from proto/
 SOURCE_SUFFIXES = (".h", ".hh", ".hpp", ".cc", ".cpp", ".c")
@@ -89,11 +111,20 @@ def check_file(root, rel):
                     yield (f'{rel}:{n} includes "{path}": no component of '
                            "tests/layering_test.py holds it")
                 continue  # not ours: absl/, grpcpp/, rocksdb/, gtest/ ...
-            if target != folder and target not in allowed:
+            if (folder in SELF_CONTAINED and rel in PUBLIC[folder]
+                    and path not in PUBLIC[folder]):
+                yield (f'{rel}:{n} includes "{path}": a public header of {folder}/ '
+                       f"includes only {folder}/'s other public headers "
+                       "(tests/layering_test.py PUBLIC)")
+            elif target != folder and target not in allowed:
                 may = (f"only {', '.join(sorted(allowed))}" if allowed
                        else "nothing of ours but its own headers")
                 yield (f'{rel}:{n} includes "{path}": {folder}/ may include '
                        f"{may} (docs/architecture.md)")
+            elif (target != folder and target in PUBLIC and path not in PUBLIC[target]
+                  and not is_test_source(rel)):
+                yield (f'{rel}:{n} includes "{path}": not a public header of {target}/ '
+                       f"(public: {', '.join(sorted(PUBLIC[target]))})")
             elif "testing" in parts[1:-1] and not is_test_source(rel):
                 yield (f'{rel}:{n} includes "{path}": a testing/ helper, '
                        f"which only tests and benchmarks may include")
@@ -137,12 +168,16 @@ def self_test():
         "shard/m.cc": '#include "shard/import/importer.h"',
         "shard/import/n.cc": '#include "common/table.h"',
         "bench/o.cc": '#include "tools/demo/inference_loop.h"',
+        "tools/q.cc": '#include "client/step_engine.h"',
+        "client/engram_client.h": '#include "common/hash/layout.h"',
     }
     good = {
         "client/g.cc": '#include "client/x.h"\n#include "common/util/y.h"\n#include "proto/wire.h"\n'
                        '#include "engram/v1/engram_store.grpc.pb.h"\n#include "absl/status/status.h"',
         "service/h_test.cc": '#include "service/testing/server_test_util.h"\n#include "shard/row_store.h"',
         "shard/p_test.cc": '#include "shard/import/importer.h"\n#include "shard/import/testing/gguf_writer.h"',
+        "tests/r_test.cc": '#include "client/step_engine.h"',
+        "tools/s.cc": '#include "client/engram_client.h"\n#include "shard/import/importer.h"',
         "tests/i_test.cc": '#include "client/engram_client.h"\n#include "common/testing/test_files.h"',
         "bench/j.cc": '#include "inference/inference_loop.h"',
         "fuzz/k_fuzz.cc": '#include "shard/import/gguf.h"\n#include "shard/import/testing/gguf_writer.h"\n'

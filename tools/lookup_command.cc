@@ -128,7 +128,7 @@ int LookupCommand(const std::vector<std::string>& args) {
           std::string line =
               absl::StrCat(first ? "" : ",", "\n{\"pos\":", p, ",\"layer\":", l, ",\"col\":", col,
                            ",\"row_id\":", row, ",\"shard\":", shard, ",\"encoding\":\"",
-                           RowEncodingName(c.encoding(l)), "\",\"bytes\":\"",
+                           StoredEncodingName(c.encoding(l)), "\",\"bytes\":\"",
                            absl::BytesToHexString(absl::string_view(
                                reinterpret_cast<const char*>(raw[l].data()) +
                                    (static_cast<size_t>(p) * C + col) * c.row_bytes(l),

@@ -8,7 +8,7 @@
 //   - 40 blocks of 100 us and 500 us: the exposed wait, the time the loop
 //     is blocked waiting for rows, as a share of step time;
 // and, on 3 shards, the same with the worker-side hot-row cache
-// (ClientOptions::local_cache_bytes) at --local-cache-pcts of the table.
+// (ClientOptions::worker_cache_bytes) at --local-cache-pcts of the table.
 // Every run starts fresh shard processes, so each sees the same hot tier.
 // The last line is
 //   bench-client: exposed_wait_500us_pct=X exposed_wait_100us_pct=Y
@@ -159,10 +159,12 @@ absl::StatusOr<RunOutcome> RunOne(const Env& env, const RunSpec& spec) {
   d.hot_share = absl::GetFlag(FLAGS_hot_pct) / 100.0;
   d.log_dir = env.log_dir;
   d.reader_threads = absl::GetFlag(FLAGS_shard_reader_threads);
-  d.hot_cache_share = absl::GetFlag(FLAGS_hot_cache_share);
-  const uint64_t local_cache_bytes =
+  if (absl::GetFlag(FLAGS_hot_cache_share) >= 0) {
+    d.hot_cache_share = absl::GetFlag(FLAGS_hot_cache_share);
+  }
+  const uint64_t worker_cache_bytes =
       static_cast<uint64_t>(spec.local_cache_pct / 100.0 * static_cast<double>(env.table_bytes));
-  if (absl::GetFlag(FLAGS_shards_skip_worker_cache)) d.worker_cache_bytes = local_cache_bytes;
+  if (absl::GetFlag(FLAGS_shards_skip_worker_cache)) d.worker_cache_bytes = worker_cache_bytes;
   ASSIGN_OR_RETURN(std::unique_ptr<Deployment> dep, Deployment::Start(d));
 
   ClientOptions co;
@@ -174,14 +176,14 @@ absl::StatusOr<RunOutcome> RunOne(const Env& env, const RunSpec& spec) {
   co.http2_bdp_probe = absl::GetFlag(FLAGS_http2_bdp_probe);
   co.transport =
       absl::GetFlag(FLAGS_transport) == "grpc" ? Transport::kGrpc : Transport::kRowStream;
-  co.local_cache_bytes = local_cache_bytes;
-  if (co.local_cache_bytes > 0) co.local_cache_profiles = dep->hot_profiles();
+  co.worker_cache_bytes = worker_cache_bytes;
+  if (co.worker_cache_bytes > 0) co.worker_cache_profiles = dep->hot_profiles();
   ASSIGN_OR_RETURN(std::unique_ptr<EngramClient> client, EngramClient::Create(co));
   ASSIGN_OR_RETURN(TierRows before, dep->Tiers());
 
   RunOutcome out;
   out.spec = spec;
-  out.local_cache_bytes = client->local_cache_bytes();
+  out.worker_cache_bytes = client->worker_cache_bytes();
   InferenceLoopOptions lo;
   lo.trace = &env.trace;
   lo.batch = absl::GetFlag(FLAGS_batch);

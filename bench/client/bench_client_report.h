@@ -24,10 +24,10 @@ struct RunSpec {
 struct RunOutcome {
   RunSpec spec;
   InferenceLoopResult loop;
-  double shard_cpu_seconds = 0;    // all shard processes, decode steps
-  TierRows tiers;                  // rows the shards served in the run
-  uint64_t local_cache_bytes = 0;  // what the client's cache holds
-  uint64_t hot_bytes = 0;          // the shards' hot-tier budgets
+  double shard_cpu_seconds = 0;     // all shard processes, decode steps
+  TierRows tiers;                   // rows the shards served in the run
+  uint64_t worker_cache_bytes = 0;  // what the client's cache holds
+  uint64_t hot_bytes = 0;           // the shards' hot-tier budgets
 };
 
 // "3 shards, 500 us/block, local cache 1%".

@@ -32,8 +32,8 @@ absl::StatusOr<std::unique_ptr<Deployment>> Deployment::Start(const Options& o) 
       po.flags.insert(po.flags.end(), {"--reader-threads", absl::StrCat(o.reader_threads)});
     }
     if (!o.direct_io) po.flags.push_back("--direct-io=false");
-    if (o.hot_cache_share >= 0) {
-      po.flags.insert(po.flags.end(), {"--hot-cache-share", absl::StrCat(o.hot_cache_share)});
+    if (o.hot_cache_share.has_value()) {
+      po.flags.insert(po.flags.end(), {"--hot-cache-share", absl::StrCat(*o.hot_cache_share)});
     }
     if (o.worker_cache_bytes > 0) {
       po.flags.insert(po.flags.end(), {"--worker-cache-bytes", absl::StrCat(o.worker_cache_bytes)});

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,7 +44,7 @@ class Deployment {
     bool direct_io = true;                 // false: every process with --direct-io=false
     int reader_threads = 0;                // per shard; 0 = the server's default
     uint64_t worker_cache_bytes = 0;       // every process's --worker-cache-bytes
-    int hot_cache_share = -1;              // every process's --hot-cache-share; -1 = default
+    std::optional<int> hot_cache_share;    // every process's --hot-cache-share; none = default
     std::string log_dir;                   // shard-I.err files. REQUIRED.
     std::vector<std::string> extra_flags;  // appended to every process's flags
     // When given, shard i starts inside memory cgroup cgroups[i] (not owned).

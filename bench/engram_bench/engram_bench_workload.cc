@@ -6,14 +6,10 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "common/format/shard_map.h"
 #include "common/util/status_macros.h"
 
 namespace engram::bench {
-namespace {
-
-uint64_t RowKey(int layer, uint64_t row) { return (static_cast<uint64_t>(layer) << 48) | row; }
-
-}  // namespace
 
 absl::StatusOr<StepStream> StepStream::Build(const TokenTrace& trace, const NgramHasher& hasher,
                                              const StreamSpec& spec) {
@@ -153,7 +149,7 @@ StreamShape MeasureShape(const StepStream& stream, uint64_t table_rows) {
     std::span<const RowId> ids = stream.ids(step);
     for (size_t i = 0; i < ids.size(); ++i, ++lookup) {
       const int layer = static_cast<int>(i / static_cast<size_t>(C)) % L;
-      Seen& s = rows[RowKey(layer, ids[i])];
+      Seen& s = rows[ShardKey(static_cast<uint32_t>(layer), ids[i])];
       if (s.count > 0) distances.push_back(lookup - s.last - 1);
       ++s.count;
       s.last = lookup;

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "bench/engram_bench/engram_bench_proc.h"
+#include "common/format/shard_map.h"
 #include "common/util/status_macros.h"
 
 namespace engram::bench {
@@ -15,9 +16,9 @@ namespace {
 
 constexpr int kStartAttempts = 3;  // a free port may be taken meanwhile
 
+// The shards' own key bytes (common/format/shard_map.h).
 void EncodeKey(uint32_t layer, uint64_t row, uint8_t* out) {
-  const uint64_t key = (static_cast<uint64_t>(layer) << 48) | row;
-  for (int i = 0; i < 8; ++i) out[i] = static_cast<uint8_t>(key >> (56 - 8 * i));
+  EncodeShardKey(ShardKey(layer, row), reinterpret_cast<char*>(out));
 }
 
 // Connects to 127.0.0.1:port; nullptr (and the reason) when that fails.

@@ -151,4 +151,20 @@ void ArrayArg::RequireShape(const std::vector<int64_t>& want) const {
   }
 }
 
+TokenBatchArgs::TokenBatchArgs(py::handle token_ids, py::handle mask)
+    : tokens_(token_ids, "token_ids", /*writable=*/false) {
+  tokens_.RequireDtype({DType::kInt64}, "int64");
+  if (tokens_.shape().size() != 2 || tokens_.shape()[0] < 1 || tokens_.shape()[1] < 1) {
+    throw py::value_error(absl::StrCat("token_ids has shape ", tokens_.ShapeString(),
+                                       "; expected [B, T], B, T >= 1"));
+  }
+  batch_ = tokens_.shape()[0];
+  tokens_per_row_ = tokens_.shape()[1];
+  if (!mask.is_none()) {
+    mask_.emplace(mask, "mask", /*writable=*/false);
+    mask_->RequireDtype({DType::kUint8, DType::kBool}, "uint8 or bool");
+    mask_->RequireShape({batch_, tokens_per_row_});
+  }
+}
+
 }  // namespace engram::python

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,29 @@ class ArrayArg {
   std::vector<int64_t> shape_;
   DType dtype_ = DType::kOther;
   std::string dtype_text_;
+};
+
+// A step's token ids and their optional mask, as hashing and Prefetch take
+// them: token_ids int64 [B, T] with B, T >= 1; mask None or uint8/bool
+// [B, T] (nonzero = a real token). TypeError or ValueError naming the
+// argument otherwise. Same GIL rule as ArrayArg.
+class TokenBatchArgs {
+ public:
+  TokenBatchArgs(pybind11::handle token_ids, pybind11::handle mask);
+
+  int64_t batch() const { return batch_; }
+  int64_t tokens_per_row() const { return tokens_per_row_; }
+  const int64_t* token_ids() const { return static_cast<const int64_t*>(tokens_.data()); }
+  // nullptr when the mask is None.
+  const uint8_t* mask() const {
+    return mask_.has_value() ? static_cast<const uint8_t*>(mask_->data()) : nullptr;
+  }
+
+ private:
+  ArrayArg tokens_;
+  std::optional<ArrayArg> mask_;
+  int64_t batch_ = 0;
+  int64_t tokens_per_row_ = 0;
 };
 
 }  // namespace engram::python

@@ -62,19 +62,8 @@ std::shared_ptr<const NgramHasher> HasherFrom(py::handle layout) {
 py::array_t<int64_t> HashIds(py::handle layout, py::handle token_ids, int64_t start_pos,
                              py::handle mask, py::handle states) {
   std::shared_ptr<const NgramHasher> h = HasherFrom(layout);
-  ArrayArg tokens(token_ids, "token_ids", /*writable=*/false);
-  tokens.RequireDtype({DType::kInt64}, "int64");
-  if (tokens.shape().size() != 2 || tokens.shape()[0] < 1 || tokens.shape()[1] < 1) {
-    throw py::value_error(
-        absl::StrCat("token_ids has shape ", tokens.ShapeString(), "; expected [B, T]"));
-  }
-  const int64_t B = tokens.shape()[0], T = tokens.shape()[1];
-  std::optional<ArrayArg> mask_arg;
-  if (!mask.is_none()) {
-    mask_arg.emplace(mask, "mask", /*writable=*/false);
-    mask_arg->RequireDtype({DType::kUint8, DType::kBool}, "uint8 or bool");
-    mask_arg->RequireShape({B, T});
-  }
+  const TokenBatchArgs args(token_ids, mask);
+  const int64_t B = args.batch(), T = args.tokens_per_row();
   std::vector<std::unique_ptr<SequenceState>> fresh;
   std::vector<SequenceState*> seqs;
   if (states.is_none()) {
@@ -102,8 +91,7 @@ py::array_t<int64_t> HashIds(py::handle layout, py::handle token_ids, int64_t st
   absl::Status st;
   {
     py::gil_scoped_release nogil;
-    st = h->HashBatch(seqs, start_pos, T, static_cast<const int64_t*>(tokens.data()),
-                      mask_arg ? static_cast<const uint8_t*>(mask_arg->data()) : nullptr,
+    st = h->HashBatch(seqs, start_pos, T, args.token_ids(), args.mask(),
                       reinterpret_cast<RowId*>(out.mutable_data()));
   }
   Check(st);

@@ -147,10 +147,10 @@ void SetOption(ClientOptions& o, const std::string& k, py::handle v) {
     o.http2_bdp_probe = v.cast<bool>();
   } else if (k == "http2_window_bytes") {
     o.http2_window_bytes = v.cast<uint32_t>();
-  } else if (k == "local_cache_bytes") {
-    o.local_cache_bytes = v.cast<uint64_t>();
-  } else if (k == "local_cache_profiles") {
-    o.local_cache_profiles = v.cast<std::vector<std::string>>();
+  } else if (k == "worker_cache_bytes") {
+    o.worker_cache_bytes = v.cast<uint64_t>();
+  } else if (k == "worker_cache_profiles") {
+    o.worker_cache_profiles = v.cast<std::vector<std::string>>();
   } else if (k == "sequence_capacity") {
     o.sequence_capacity = v.cast<int64_t>();
   } else {
@@ -183,8 +183,8 @@ py::dict DefaultOptions() {
   d["auth_token"] = o.auth_token;
   d["http2_bdp_probe"] = o.http2_bdp_probe;
   d["http2_window_bytes"] = o.http2_window_bytes;
-  d["local_cache_bytes"] = o.local_cache_bytes;
-  d["local_cache_profiles"] = o.local_cache_profiles;
+  d["worker_cache_bytes"] = o.worker_cache_bytes;
+  d["worker_cache_profiles"] = o.worker_cache_profiles;
   d["sequence_capacity"] = o.sequence_capacity;
   return d;
 }
@@ -268,19 +268,8 @@ std::unique_ptr<PyStep> Prefetch(py::object client_obj, py::handle sequences,
                                  py::handle start_positions, py::handle token_ids,
                                  py::handle mask) {
   PyClient& self = client_obj.cast<PyClient&>();
-  ArrayArg tokens(token_ids, "token_ids", /*writable=*/false);
-  tokens.RequireDtype({DType::kInt64}, "int64");
-  if (tokens.shape().size() != 2 || tokens.shape()[0] < 1 || tokens.shape()[1] < 1) {
-    throw py::value_error(
-        absl::StrCat("token_ids has shape ", tokens.ShapeString(), "; expected [B, T], B, T >= 1"));
-  }
-  const int64_t B = tokens.shape()[0], T = tokens.shape()[1];
-  std::optional<ArrayArg> mask_arg;
-  if (!mask.is_none()) {
-    mask_arg.emplace(mask, "mask", /*writable=*/false);
-    mask_arg->RequireDtype({DType::kUint8, DType::kBool}, "uint8 or bool");
-    mask_arg->RequireShape({B, T});
-  }
+  const TokenBatchArgs args(token_ids, mask);
+  const int64_t B = args.batch(), T = args.tokens_per_row();
   std::vector<int64_t> starts;
   if (PyLong_Check(start_positions.ptr())) {
     starts.assign(static_cast<size_t>(B), start_positions.cast<int64_t>());
@@ -305,9 +294,8 @@ std::unique_ptr<PyStep> Prefetch(py::object client_obj, py::handle sequences,
   in.sequences = raw;
   in.start_positions = starts;
   in.tokens_per_sequence = T;
-  in.token_ids = {static_cast<const int64_t*>(tokens.data()), static_cast<size_t>(B * T)};
-  if (mask_arg)
-    in.mask = {static_cast<const uint8_t*>(mask_arg->data()), static_cast<size_t>(B * T)};
+  in.token_ids = {args.token_ids(), static_cast<size_t>(B * T)};
+  if (args.mask() != nullptr) in.mask = {args.mask(), static_cast<size_t>(B * T)};
   absl::StatusOr<Step> step;
   {
     py::gil_scoped_release nogil;
@@ -422,12 +410,12 @@ PYBIND11_MODULE(engram_store, m) {
       .def("encoding",
            [](const PyClient& s, int layer) {
              s.CheckLayer(layer);
-             return RowEncodingName(s.client->encoding(layer));
+             return StoredEncodingName(s.client->encoding(layer));
            })
-      .def_property_readonly("local_cache_bytes",
-                             [](const PyClient& s) { return s.client->local_cache_bytes(); })
+      .def_property_readonly("worker_cache_bytes",
+                             [](const PyClient& s) { return s.client->worker_cache_bytes(); })
       .def("recent_p95", [](const PyClient& s) { return DurationValue(s.client->RecentP95()); })
-      .def("layout_json", [](const PyClient& s) { return s.client->layout().ToJson(); });
+      .def("layout_json", [](const PyClient& s) { return s.client->layout().json; });
 
   py::class_<PyStep>(m, "Step")
       .def_property_readonly("batch", [](PyStep& s) { return s.Get().batch(); })

@@ -1,4 +1,4 @@
-#include "client/step_state.h"
+#include "client/reply_chunk.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -15,14 +15,14 @@ namespace {
 // field, cut into spans at every kind of place: each piece's row pointers
 // must read exactly that row's bytes, whether it lies in one span or
 // straddles several.
-TEST(StepStateChunk, MapRowsFindsEveryRowWhereverTheSpansAreCut) {
+TEST(ReplyChunk, MapRowsFindsEveryRowWhereverTheSpansAreCut) {
   std::mt19937_64 rng(3);
   const size_t rb0 = 66, rb1 = 264, n0 = 37, n1 = 23;
   std::string bytes(n0 * rb0 + n1 * rb1, '\0');
   for (char& c : bytes) c = static_cast<char>(rng());
   std::vector<const uint8_t*> dst0(n0), dst1(n1);
   for (int trial = 0; trial < 300; ++trial) {
-    StepState::Chunk chunk;
+    ReplyChunk chunk;
     chunk.pieces.push_back({0, n0, rb0, dst0.data()});
     chunk.pieces.push_back({1, n1, rb1, dst1.data()});
     ASSERT_EQ(chunk.rows_bytes(), bytes.size());
