@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,10 +28,11 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/util/flags.h"
-#include "service/log.h"
+#include "common/util/log.h"
 #include "service/shard_server.h"
 
 // Every default is ShardServerOptions' (service/shard_server.h).
@@ -63,73 +65,106 @@ void ExecWithoutThreadCaches(char** argv) {
   }
 }
 
+// A flag's default from its option field: -1 for an empty optional.
+template <typename T>
+const T& FlagDefault(const T& field) {
+  return field;
+}
+int32_t FlagDefault(const std::optional<int>& field) { return field.value_or(-1); }
+
+// A flag's value into its option field: -1 empties an optional one (other
+// values, negative ones too, are set and left to Validate).
+template <typename T, typename F>
+void SetOption(T* field, const F& value) {
+  *field = value;
+}
+void SetOption(std::optional<int>* field, int32_t value) {
+  if (value == -1) {
+    field->reset();
+  } else {
+    *field = value;
+  }
+}
+
 }  // namespace
 
-ABSL_FLAG(std::string, db, kDefaults.db_dir, "shard directory written by `engramctl import`");
-ABSL_FLAG(std::string, versions_dir, kDefaults.versions_dir,
-          "where EngramAdmin/Activate(N) finds table version N, as DIR/vN (empty = the "
-          "parent of --db)");
-ABSL_FLAG(std::string, listen, kDefaults.listen,
-          "gRPC address HOST:PORT (port 0 = pick a free one)");
-ABSL_FLAG(int32_t, metrics_port, kDefaults.metrics_port,
-          "Prometheus /metrics port on the listen host (-1 = off, 0 = any)");
-ABSL_FLAG(int32_t, stream_port, kDefaults.stream_port,
-          "row stream port on the listen host: Lookup framed on plain TCP, the "
-          "clients' fast path, advertised by Info (-1 = off, 0 = any)");
-ABSL_FLAG(int32_t, stream_advertise_port, kDefaults.stream_advertise_port,
-          "the row stream port Info advertises, behind a port mapping (0 = the bound one)");
-ABSL_FLAG(int32_t, hot_cache_share, kDefaults.hot_cache_share_percent,
-          "with a hot-row profile, percent of --ram-budget kept for the admission cache "
-          "(the rest is pinned from the profile; 0 = all pinned; -1 = 20)");
-ABSL_FLAG(std::string, ram_budget, absl::StrCat(kDefaults.ram_budget_bytes),
-          "the shard's RAM for its table in bytes: RocksDB's index, then the hot tier "
-          "(0 = no hot tier); suffixes K, M, G, T (binary)");
-ABSL_FLAG(std::string, worker_cache_bytes, absl::StrCat(kDefaults.worker_cache_bytes),
-          "RAM the workers' local caches hold for the whole table (their "
-          "local_cache_bytes): those hottest rows are not pinned here; suffixes K, M, G, T");
-ABSL_FLAG(std::string, hot_profile, kDefaults.hot_profile_path,
-          "hot-row profile (default: DB/hot_profile.bin when present)");
-ABSL_FLAG(int32_t, threads, kDefaults.threads,
-          "max threads for gRPC's synchronous services (reflection; Lookup runs on "
-          "gRPC's callback pool)");
-ABSL_FLAG(int32_t, reader_threads, kDefaults.reader_threads, "RocksDB reader threads");
-ABSL_FLAG(int32_t, gather_threads, kDefaults.gather_threads,
-          "helper threads copying shares of a large request's hot rows (0 = none, "
-          "-1 = one on machines with more than 2 cores)");
-ABSL_FLAG(bool, direct_io, kDefaults.direct_io,
-          "read a block tail with O_DIRECT (no page cache outside --ram-budget); false = "
-          "through the page cache");
-ABSL_FLAG(uint32_t, max_rows_per_request, kDefaults.max_rows_per_request,
-          "Lookups with more row ids fail with RESOURCE_EXHAUSTED");
-ABSL_FLAG(absl::Duration, drain_timeout, kDefaults.drain_timeout,
-          "on SIGTERM/SIGINT, how long in-flight calls may take to finish");
-ABSL_FLAG(int32_t, max_inflight_requests, kDefaults.max_inflight_requests,
-          "Lookups in flight at once (gRPC and row stream); more get RESOURCE_EXHAUSTED "
-          "(0 = no limit)");
-ABSL_FLAG(int32_t, max_inflight_per_connection, kDefaults.max_inflight_per_connection,
-          "Lookups in flight on one row stream connection before its next request waits "
-          "in the socket");
-ABSL_FLAG(absl::Duration, stream_idle_timeout, kDefaults.stream_idle_timeout,
-          "a row stream connection silent this long is closed");
-ABSL_FLAG(std::string, scrub_pinned_bytes_per_second,
-          absl::StrCat(kDefaults.scrub_pinned_bytes_per_second),
-          "pinned rows re-checked against their checksums per second, bytes; suffixes K, M, G "
-          "(0 = off)");
-ABSL_FLAG(std::string, scrub_disk_bytes_per_second,
-          absl::StrCat(kDefaults.scrub_disk_bytes_per_second),
-          "rows read back from disk and checked against shard.json per second, bytes; "
-          "suffixes K, M, G (0 = off)");
-ABSL_FLAG(std::string, metrics_host, kDefaults.metrics_host,
-          "host /metrics binds (empty = the --listen host; 127.0.0.1 = this machine only)");
-ABSL_FLAG(std::string, tls_cert, kDefaults.tls_cert_file,
-          "TLS certificate chain (PEM) for gRPC and the row stream; needs --tls-key");
-ABSL_FLAG(std::string, tls_key, kDefaults.tls_key_file, "TLS private key (PEM) of --tls-cert");
-ABSL_FLAG(std::string, tls_ca, kDefaults.tls_ca_file,
-          "CA (PEM) client certificates must chain to: mutual TLS (needs --tls-cert)");
-ABSL_FLAG(std::string, auth_token_file, kDefaults.auth_token_file,
-          "file whose first line is the bearer token every Lookup and Info must carry");
-ABSL_FLAG(std::string, admin_token_file, kDefaults.admin_token_file,
-          "file whose first line is the bearer token of the admin RPCs");
+// Flags that set the ShardServerOptions field of the same meaning:
+// X(type, flag, field, help), the default the field's; -1 on the command
+// line is an empty optional field (no port, automatic threads).
+#define ENGRAM_SHARD_FLAGS(X)                                                         \
+  X(std::string, db, db_dir, "shard directory written by `engramctl import`")         \
+  X(std::string, versions_dir, versions_dir,                                          \
+    "where EngramAdmin/Activate(N) finds table version N, as DIR/vN (empty = the "    \
+    "parent of --db)")                                                                \
+  X(std::string, listen, listen, "gRPC address HOST:PORT (port 0 = pick a free one)") \
+  X(int32_t, metrics_port, metrics_port,                                              \
+    "Prometheus /metrics port on the listen host (-1 = off, 0 = any)")                \
+  X(int32_t, stream_port, stream_port,                                                \
+    "row stream port on the listen host: Lookup framed on plain TCP, the "            \
+    "clients' fast path, advertised by Info (-1 = off, 0 = any)")                     \
+  X(int32_t, stream_advertise_port, stream_advertise_port,                            \
+    "the row stream port Info advertises, behind a port mapping (0 = the bound one)") \
+  X(int32_t, hot_cache_share, hot_cache_share_percent,                                \
+    "with a hot-row profile, percent of --ram-budget kept for the admission cache "   \
+    "(the rest is pinned from the profile; 0 = all pinned)")                          \
+  X(std::string, hot_profile, hot_profile_path,                                       \
+    "hot-row profile (default: DB/hot_profile.bin when present)")                     \
+  X(int32_t, threads, threads,                                                        \
+    "max threads for gRPC's synchronous services (reflection; Lookup runs on "        \
+    "gRPC's callback pool)")                                                          \
+  X(int32_t, reader_threads, reader_threads, "RocksDB reader threads")                \
+  X(int32_t, gather_threads, gather_threads,                                          \
+    "helper threads copying shares of a large request's hot rows (0 = none, "         \
+    "-1 = one on machines with more than 2 cores)")                                   \
+  X(bool, direct_io, direct_io,                                                       \
+    "read a block tail with O_DIRECT (no page cache outside --ram-budget); false = "  \
+    "through the page cache")                                                         \
+  X(uint32_t, max_rows_per_request, max_rows_per_request,                             \
+    "Lookups with more row ids fail with RESOURCE_EXHAUSTED")                         \
+  X(absl::Duration, drain_timeout, drain_timeout,                                     \
+    "on SIGTERM/SIGINT, how long in-flight calls may take to finish")                 \
+  X(int32_t, max_inflight_requests, max_inflight_requests,                            \
+    "Lookups in flight at once (gRPC and row stream); more get RESOURCE_EXHAUSTED "   \
+    "(0 = no limit)")                                                                 \
+  X(int32_t, max_inflight_per_connection, max_inflight_per_connection,                \
+    "Lookups in flight on one row stream connection before its next request waits "   \
+    "in the socket")                                                                  \
+  X(absl::Duration, stream_idle_timeout, stream_idle_timeout,                         \
+    "a row stream connection silent this long is closed")                             \
+  X(std::string, metrics_host, metrics_host,                                          \
+    "host /metrics binds (empty = the --listen host; 127.0.0.1 = this machine only)") \
+  X(std::string, tls_cert, tls_cert_file,                                             \
+    "TLS certificate chain (PEM) for gRPC and the row stream; needs --tls-key")       \
+  X(std::string, tls_key, tls_key_file, "TLS private key (PEM) of --tls-cert")        \
+  X(std::string, tls_ca, tls_ca_file,                                                 \
+    "CA (PEM) client certificates must chain to: mutual TLS (needs --tls-cert)")      \
+  X(std::string, auth_token_file, auth_token_file,                                    \
+    "file whose first line is the bearer token every Lookup and Info must carry")     \
+  X(std::string, admin_token_file, admin_token_file,                                  \
+    "file whose first line is the bearer token of the admin RPCs")
+
+// Byte sizes, strings with suffixes K, M, G, T (ParseByteSize): X(flag,
+// field, help).
+#define ENGRAM_SHARD_BYTE_FLAGS(X)                                                        \
+  X(ram_budget, ram_budget_bytes,                                                         \
+    "the shard's RAM for its table in bytes: RocksDB's index, then the hot tier "         \
+    "(0 = no hot tier); suffixes K, M, G, T (binary)")                                    \
+  X(worker_cache_bytes, worker_cache_bytes,                                               \
+    "RAM the workers' local caches hold for the whole table (their "                      \
+    "worker_cache_bytes): those hottest rows are not pinned here; suffixes K, M, G, T")   \
+  X(scrub_pinned_bytes_per_second, scrub_pinned_bytes_per_second,                         \
+    "pinned rows re-checked against their checksums per second, bytes; suffixes K, M, G " \
+    "(0 = off)")                                                                          \
+  X(scrub_disk_bytes_per_second, scrub_disk_bytes_per_second,                             \
+    "rows read back from disk and checked against shard.json per second, bytes; "         \
+    "suffixes K, M, G (0 = off)")
+
+#define ENGRAM_DEFINE_FLAG(type, flag, field, help) \
+  ABSL_FLAG(type, flag, FlagDefault(kDefaults.field), help);
+#define ENGRAM_DEFINE_BYTE_FLAG(flag, field, help) \
+  ABSL_FLAG(std::string, flag, absl::StrCat(kDefaults.field), help);
+ENGRAM_SHARD_FLAGS(ENGRAM_DEFINE_FLAG)
+ENGRAM_SHARD_BYTE_FLAGS(ENGRAM_DEFINE_BYTE_FLAG)
 
 namespace {
 
@@ -138,6 +173,9 @@ constexpr char kUsage[] =
     "Serves one shard of an Engram table over gRPC (engram.v1.EngramStore) and\n"
     "the row stream; every flag, with its default, is listed below and in\n"
     "docs/operating.md. Flags may be spelled with dashes or underscores.";
+
+// "ram_budget" -> "ram-budget", as users spell flags.
+std::string DashedName(const char* flag) { return absl::StrReplaceAll(flag, {{"_", "-"}}); }
 
 int Fail(int code, const std::string& message) {
   std::fprintf(stderr, "engram-shard: %s\n", message.c_str());
@@ -160,49 +198,20 @@ int main(int argc, char** argv) {
   if (absl::GetFlag(FLAGS_db).empty()) {
     return Fail(2, "no shard directory: pass --db DIR (from engramctl import)");
   }
-  // The byte-size flags (suffixes K, M, G, T); the first bad one fails.
-  std::string bad;
-  auto bytes = [&bad](const absl::Flag<std::string>& flag, const char* name) -> uint64_t {
-    absl::StatusOr<uint64_t> v = engram::ParseByteSize(absl::GetFlag(flag));
-    if (!v.ok() && bad.empty()) bad = absl::StrCat("--", name, ": ", v.status().message());
-    return v.value_or(0);
-  };
-  const uint64_t budget = bytes(FLAGS_ram_budget, "ram-budget");
-  const uint64_t scrub_pinned =
-      bytes(FLAGS_scrub_pinned_bytes_per_second, "scrub-pinned-bytes-per-second");
-  const uint64_t scrub_disk =
-      bytes(FLAGS_scrub_disk_bytes_per_second, "scrub-disk-bytes-per-second");
-  const uint64_t worker_cache = bytes(FLAGS_worker_cache_bytes, "worker-cache-bytes");
-  if (!bad.empty()) return Fail(2, bad);
-
   engram::ShardServerOptions options;
-  options.db_dir = absl::GetFlag(FLAGS_db);
-  options.versions_dir = absl::GetFlag(FLAGS_versions_dir);
-  options.listen = absl::GetFlag(FLAGS_listen);
-  options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
-  options.stream_port = absl::GetFlag(FLAGS_stream_port);
-  options.hot_cache_share_percent = absl::GetFlag(FLAGS_hot_cache_share);
-  options.stream_advertise_port = absl::GetFlag(FLAGS_stream_advertise_port);
-  options.ram_budget_bytes = budget;
-  options.worker_cache_bytes = worker_cache;
-  options.hot_profile_path = absl::GetFlag(FLAGS_hot_profile);
-  options.threads = absl::GetFlag(FLAGS_threads);
-  options.reader_threads = absl::GetFlag(FLAGS_reader_threads);
-  options.gather_threads = absl::GetFlag(FLAGS_gather_threads);
-  options.direct_io = absl::GetFlag(FLAGS_direct_io);
-  options.max_rows_per_request = absl::GetFlag(FLAGS_max_rows_per_request);
-  options.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
-  options.max_inflight_requests = absl::GetFlag(FLAGS_max_inflight_requests);
-  options.max_inflight_per_connection = absl::GetFlag(FLAGS_max_inflight_per_connection);
-  options.stream_idle_timeout = absl::GetFlag(FLAGS_stream_idle_timeout);
-  options.metrics_host = absl::GetFlag(FLAGS_metrics_host);
-  options.scrub_pinned_bytes_per_second = scrub_pinned;
-  options.scrub_disk_bytes_per_second = scrub_disk;
-  options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
-  options.tls_key_file = absl::GetFlag(FLAGS_tls_key);
-  options.tls_ca_file = absl::GetFlag(FLAGS_tls_ca);
-  options.auth_token_file = absl::GetFlag(FLAGS_auth_token_file);
-  options.admin_token_file = absl::GetFlag(FLAGS_admin_token_file);
+#define ENGRAM_COPY_FLAG(type, flag, field, help) \
+  SetOption(&options.field, absl::GetFlag(FLAGS_##flag));
+  ENGRAM_SHARD_FLAGS(ENGRAM_COPY_FLAG)
+  // The byte sizes; the first bad one fails.
+  std::string bad;
+#define ENGRAM_COPY_BYTE_FLAG(flag, field, help)                                                  \
+  if (absl::StatusOr<uint64_t> v = engram::ParseByteSize(absl::GetFlag(FLAGS_##flag)); !v.ok()) { \
+    if (bad.empty()) bad = absl::StrCat("--", DashedName(#flag), ": ", v.status().message());     \
+  } else {                                                                                        \
+    options.field = *v;                                                                           \
+  }
+  ENGRAM_SHARD_BYTE_FLAGS(ENGRAM_COPY_BYTE_FLAG)
+  if (!bad.empty()) return Fail(2, bad);
 
   // Block the shutdown signals before any thread exists, so every thread
   // inherits the mask and only sigwait() below sees them.

@@ -19,6 +19,7 @@
 #include "absl/strings/string_view.h"
 #include "common/net/prometheus_exposer.h"
 #include "common/net/tls.h"
+#include "common/util/log.h"
 #include "common/util/status_macros.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
@@ -26,7 +27,6 @@
 #include "prometheus/registry.h"
 #include "service/admin_service.h"
 #include "service/auth.h"
-#include "service/log.h"
 #include "service/serving_table.h"
 #include "service/shard_collectable.h"
 #include "service/shard_metrics.h"
@@ -58,10 +58,10 @@ absl::Status Annotate(const absl::Status& status, const std::string& prefix) {
 }
 
 // A port option that may be -1 (off), 0 (any free port) or a port.
-absl::Status CheckPortOption(const char* what, int port) {
-  if (port >= -1 && port <= 65535) return absl::OkStatus();
+absl::Status CheckPortOption(const char* what, std::optional<int> port) {
+  if (!port.has_value() || (*port >= 0 && *port <= 65535)) return absl::OkStatus();
   return absl::InvalidArgumentError(
-      absl::StrCat(what, " ", port, " is not -1 (off), 0 (any) or a port up to 65535"));
+      absl::StrCat(what, " ", *port, " is not 0 (any) or a port up to 65535"));
 }
 
 bool FileExists(const std::string& path) {
@@ -90,14 +90,14 @@ absl::Status ShardServerOptions::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("reader threads = ", options.reader_threads, " is not in 1..1024"));
   }
-  if (options.gather_threads < -1 || options.gather_threads > 64) {
+  if (options.gather_threads.has_value() &&
+      (*options.gather_threads < 0 || *options.gather_threads > 64)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("gather threads = ", options.gather_threads, " is not -1 (auto) or in 0..64"));
+        absl::StrCat("gather threads = ", *options.gather_threads, " is not in 0..64"));
   }
-  if (options.hot_cache_share_percent < -1 || options.hot_cache_share_percent > 100) {
-    return absl::InvalidArgumentError(absl::StrCat("hot tier cache share ",
-                                                   options.hot_cache_share_percent,
-                                                   "% is not -1 (auto) or in 0..100"));
+  if (options.hot_cache_share_percent < 0 || options.hot_cache_share_percent > 100) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "hot tier cache share ", options.hot_cache_share_percent, "% is not in 0..100"));
   }
   RETURN_IF_ERROR(CheckPortOption("row stream port", options.stream_port));
   if (options.stream_advertise_port < 0 || options.stream_advertise_port > 65535) {
@@ -165,9 +165,9 @@ std::string MetricsBindAddress(const std::string& host, int port) {
   return absl::StrCat(numeric, ":", port);
 }
 
-// ShardServerOptions::gather_threads, with -1 resolved.
-int GatherThreads(int option) {
-  if (option >= 0) return option;
+// ShardServerOptions::gather_threads, with nullopt (auto) resolved.
+int GatherThreads(std::optional<int> option) {
+  if (option.has_value()) return *option;
   return std::thread::hardware_concurrency() > 2 ? 1 : 0;
 }
 
@@ -214,10 +214,10 @@ absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::Start(const ShardServe
   ASSIGN_OR_RETURN(std::shared_ptr<ServingTable> table,
                    OpenTable(options, options.db_dir, /*initial=*/true));
   server->StartMetrics(*table);
-  if (options.metrics_port >= 0) {
+  if (options.metrics_port.has_value()) {
     auto exposer = MetricsExposer::Start(MetricsBindAddress(
         options.metrics_host.empty() ? server->listen_host_ : options.metrics_host,
-        options.metrics_port));
+        *options.metrics_port));
     if (!exposer.ok()) {
       return Annotate(exposer.status(), "starting the metrics endpoint: ");
     }
@@ -236,10 +236,10 @@ absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::Start(const ShardServe
     server->exposer_->exposer().RegisterCollectable(server->scrape_metrics_);
   }
   server->admin_ = std::make_unique<AdminService>(server.get(), server->auth_.get());
-  if (options.stream_port >= 0) {
+  if (options.stream_port.has_value()) {
     StreamServerOptions stream_options;
     stream_options.host = StreamBindHost(server->listen_host_);
-    stream_options.port = options.stream_port;
+    stream_options.port = *options.stream_port;
     stream_options.write_timeout = options.stream_write_timeout;
     stream_options.idle_timeout = options.stream_idle_timeout;
     stream_options.max_inflight_per_connection = options.max_inflight_per_connection;
@@ -313,12 +313,10 @@ absl::StatusOr<std::shared_ptr<ServingTable>> ShardServer::OpenTable(
   tier_options.scrub.pinned_bytes_per_second = options.scrub_pinned_bytes_per_second;
   tier_options.scrub.disk_bytes_per_second = options.scrub_disk_bytes_per_second;
   tier_options.scrub.report = [](const std::string& line) { LogLine('E', line); };
-  tier_options.cache_share_percent = options.hot_cache_share_percent >= 0
-                                         ? static_cast<uint32_t>(options.hot_cache_share_percent)
-                                         : kHotTierCacheSharePercent;
+  tier_options.cache_share_percent = static_cast<uint32_t>(options.hot_cache_share_percent);
   // Rows are spread evenly over the shards (row % n_shards), so this
   // shard's share of the workers' cache is its profile's head.
-  tier_options.skip_profile_bytes =
+  tier_options.worker_cache_bytes =
       options.worker_cache_bytes / std::max<uint32_t>(1, (*store)->shard_map().n_shards);
   if (tier_options.profile_path.empty()) {
     const std::string profile = absl::StrCat(dir, "/", kHotProfileFile);
@@ -518,46 +516,5 @@ void ShardServer::Shutdown(absl::Duration drain_deadline) {
 }
 
 void ShardServer::Wait() { server_->Wait(); }
-
-absl::StatusOr<uint64_t> ParseByteSize(const std::string& text) {
-  std::string s;
-  for (char c : text) s.push_back(static_cast<char>(std::tolower(c)));
-  for (const char* unit : {"ib", "b"}) {
-    const size_t n = std::char_traits<char>::length(unit);
-    if (s.size() > n && s.compare(s.size() - n, n, unit) == 0) {
-      s.resize(s.size() - n);
-      break;
-    }
-  }
-  int shift = 0;
-  if (!s.empty()) {
-    switch (s.back()) {
-      case 'k':
-        shift = 10;
-        break;
-      case 'm':
-        shift = 20;
-        break;
-      case 'g':
-        shift = 30;
-        break;
-      case 't':
-        shift = 40;
-        break;
-      default:
-        break;
-    }
-    if (shift != 0) s.pop_back();
-  }
-  const bool digits =
-      !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
-  uint64_t value;
-  if (!digits || !absl::SimpleAtoi(absl::string_view(s), &value) ||
-      (shift != 0 && value > (~uint64_t{0} >> shift))) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("\"", text, "\" is not a byte size (use e.g. 1048576, 512M or 2G)"));
-  }
-  return value << shift;
-}
 
 }  // namespace engram

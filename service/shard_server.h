@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -68,18 +69,18 @@ struct ShardServerOptions {
   std::string listen = "0.0.0.0:7070";
   // Row stream port (Lookup framed on plain TCP, the clients' fast path;
   // service/stream_server.h) on the listen address's host, advertised in
-  // InfoResponse.stream_port; -1 = none (gRPC only), 0 = a free port (see
-  // stream_port()).
-  int stream_port = 0;
+  // InfoResponse.stream_port; nullopt = none (gRPC only), 0 = a free port
+  // (see stream_port()).
+  std::optional<int> stream_port = 0;
   // The row stream port Info advertises, when clients reach the server
   // through a port mapping (a container port, a NAT); 0 = the bound port.
   int stream_advertise_port = 0;
   // StreamServerOptions::write_timeout: a row stream client that takes no
   // response for this long is disconnected.
   absl::Duration stream_write_timeout = absl::Seconds(10);
-  // Prometheus /metrics port; -1 = no metrics endpoint, 0 = a free port
-  // (see metrics_port()). It serves counters and gauges only, never rows.
-  int metrics_port = -1;
+  // Prometheus /metrics port; nullopt = no metrics endpoint, 0 = a free
+  // port (see metrics_port()). It serves counters and gauges only, never rows.
+  std::optional<int> metrics_port;
   // The host /metrics binds: empty = the listen address's host;
   // "127.0.0.1" keeps it to this machine (a sidecar or node agent scrapes).
   std::string metrics_host;
@@ -109,14 +110,14 @@ struct ShardServerOptions {
   // directory's hot_profile.bin when it exists.
   std::string hot_profile_path;
   // RAM the workers' local caches hold for the whole table
-  // (ClientOptions::local_cache_bytes): this shard's share of it, the
+  // (ClientOptions::worker_cache_bytes): this shard's share of it, the
   // hottest rows of its profile, is not pinned here (they are served from
   // the workers), so the hot tier pins the next ones. 0 = none.
   uint64_t worker_cache_bytes = 0;
   // With a hot-row profile, the share of ram_budget_bytes (percent, 0-100)
   // kept for the admission cache; the rest is pinned from the profile
-  // (HotTierOptions::cache_share_percent). -1 = kHotTierCacheSharePercent.
-  int hot_cache_share_percent = -1;
+  // (HotTierOptions::cache_share_percent).
+  int hot_cache_share_percent = kHotTierCacheSharePercent;
   // Upper bound on the threads gRPC creates for the synchronous services
   // (reflection) via ResourceQuota / SyncServerOption. Callback handlers,
   // Lookup included, run on gRPC's own callback pool, whose size gRPC 1.51
@@ -139,11 +140,11 @@ struct ShardServerOptions {
   // Helper threads that copy shares of a large request's hot rows while the
   // gRPC thread copies its own share (requests of 4,096 rows or more;
   // service/gather_pool.h). 0 = the gRPC thread copies every row itself;
-  // -1 = one helper on machines with more than 2 cores, none otherwise
+  // nullopt = one helper on machines with more than 2 cores, none otherwise
   // (there a helper only competes with the connection threads and the
-  // clients for the cores: engram-bench's p99 per step was 1.1x a bare TCP
-  // exchange's without one, 1.3-2.3x with one).
-  int gather_threads = -1;
+  // clients for the cores; docs/benchmarks.md, "Settings chosen by
+  // measurement").
+  std::optional<int> gather_threads;
   // Lookups with more row ids fail with RESOURCE_EXHAUSTED.
   uint32_t max_rows_per_request = 65536;
   // Lookups in flight at once (gRPC and row stream together); more are
@@ -257,11 +258,6 @@ class ShardServer {
   absl::Mutex shutdown_mutex_;
   bool shut_down_ ABSL_GUARDED_BY(shutdown_mutex_) = false;
 };
-
-// Parses a byte count with an optional binary suffix: "1048576", "512K",
-// "512M", "2G", "1T" (case-insensitive, optional trailing "B" or "iB", so
-// "2GiB" and "2gb" too; K = 1024). InvalidArgument naming the text.
-absl::StatusOr<uint64_t> ParseByteSize(const std::string& text);
 
 }  // namespace engram
 

@@ -5,7 +5,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <random>
 #include <string>
 #include <thread>
@@ -18,7 +17,6 @@
 #include "absl/synchronization/notification.h"
 #include "common/format/table.h"
 #include "engram/v1/engram_store.grpc.pb.h"
-#include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
 #include "proto/wire.h"
 #include "service/testing/pending_lookups.h"
@@ -521,53 +519,6 @@ TEST_F(ShardServerTest, CuckooTailNeedsAWholeShardBudget) {
       EXPECT_GT(disk, 0);
     }
   }
-}
-
-TEST_F(ShardServerTest, HealthServiceReportsServing) {
-  auto server = Start(0, 0);
-  ASSERT_NE(server, nullptr);
-  auto channel = testing::LocalChannel(server->port());
-  for (const std::string service : {"", "engram.v1.EngramStore"}) {
-    // HealthCheckRequest{service}; the reply HealthCheckResponse{SERVING=1}.
-    std::string request;
-    if (!service.empty()) request = absl::StrCat("\x0a", std::string(1, service.size()), service);
-    grpc::ByteBuffer response;
-    const grpc::Status s = testing::RawUnaryCall(*channel, "/grpc.health.v1.Health/Check",
-                                                 testing::ToByteBuffer(request), &response);
-    ASSERT_TRUE(s.ok()) << service << ": " << s.error_message();
-    EXPECT_EQ(testing::ToString(response), std::string("\x08\x01", 2));
-  }
-}
-
-TEST_F(ShardServerTest, ReflectionListsTheStoreService) {
-  auto server = Start(0, 0);
-  ASSERT_NE(server, nullptr);
-  grpc::GenericStub stub(testing::LocalChannel(server->port()));
-  grpc::ClientContext context;
-  grpc::CompletionQueue cq;
-  auto call = stub.PrepareCall(
-      &context, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
-  // Starts one async operation with a tag and waits for its completion.
-  auto step = [&cq](const std::function<void(void*)>& start) {
-    int op;
-    start(&op);
-    void* tag = nullptr;
-    bool ok = false;
-    return cq.Next(&tag, &ok) && tag == &op && ok;
-  };
-  ASSERT_TRUE(step([&](void* tag) { call->StartCall(tag); }));
-  // ServerReflectionRequest{list_services: ""} (field 7).
-  const grpc::ByteBuffer request = testing::ToByteBuffer(std::string("\x3a\x00", 2));
-  ASSERT_TRUE(step([&](void* tag) { call->Write(request, tag); }));
-  grpc::ByteBuffer response;
-  ASSERT_TRUE(step([&](void* tag) { call->Read(&response, tag); }));
-  const std::string listed = testing::ToString(response);
-  EXPECT_NE(listed.find("engram.v1.EngramStore"), std::string::npos);
-  EXPECT_NE(listed.find("grpc.health.v1.Health"), std::string::npos);
-  ASSERT_TRUE(step([&](void* tag) { call->WritesDone(tag); }));
-  grpc::Status status;
-  ASSERT_TRUE(step([&](void* tag) { call->Finish(&status, tag); }));
-  EXPECT_TRUE(status.ok()) << status.error_message();
 }
 
 // Calls that the server has accepted when Shutdown starts all complete.

@@ -8,8 +8,8 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/hash/fast_mod.h"
+#include "common/util/log.h"
 #include "service/grpc_status.h"
-#include "service/log.h"
 
 namespace engram {
 namespace {

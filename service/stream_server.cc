@@ -17,8 +17,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/net/socket_io.h"
+#include "common/util/log.h"
 #include "proto/stream_wire.h"
-#include "service/log.h"
 
 namespace engram {
 namespace {

@@ -12,6 +12,7 @@
 #include "common/hash/fast_mod.h"
 #include "common/util/huge_buffer.h"
 #include "common/util/key_index.h"
+#include "common/util/log.h"
 #include "common/util/prefetch_gather.h"
 #include "common/util/status_macros.h"
 #include "shard/admission_cache.h"
@@ -228,7 +229,7 @@ class HotTierImpl final : public HotTier, private PinnedRowScrub {
     if (options_.scrub.report) {
       options_.scrub.report(line);
     } else {
-      std::fprintf(stderr, "%s\n", line.c_str());
+      LogLine('E', line);
     }
   }
   std::string RowName(uint64_t key) const {
@@ -443,7 +444,7 @@ absl::StatusOr<HotTierPlan> PlanHotTier(const ShardMap& map, uint32_t shard,
   }
   if (budget > 0 && profile != nullptr) {
     const uint64_t pin_budget = budget - budget * options.cache_share_percent / 100;
-    const uint64_t skip = std::min<uint64_t>(options.skip_profile_bytes / stride, profile->size());
+    const uint64_t skip = std::min<uint64_t>(options.worker_cache_bytes / stride, profile->size());
     const uint64_t pin_rows =
         MostThatFit(std::min<uint64_t>(profile->size() - skip, pin_budget / stride), pin_budget,
                     [&](uint64_t n) { return HotTierPinnedBytes(n, stride, false); });

@@ -47,17 +47,17 @@ struct HotTierOptions {
   // budget covers the whole shard, every row is pinned regardless (and the
   // profile is not read). A named profile that cannot be read is an error.
   std::string profile_path;
-  // Bytes of the profile's hottest rows that are held elsewhere — the
-  // workers' own caches (ClientOptions::local_cache_bytes) — and so are not
-  // pinned here: pinning starts after them, and the two tiers add up
-  // instead of holding the same rows twice. 0 = pin from the top.
-  uint64_t skip_profile_bytes = 0;
+  // This shard's share of the workers' caches (ClientOptions::
+  // worker_cache_bytes): bytes of the profile's hottest rows the workers
+  // hold themselves, so they are not pinned here: pinning starts after them,
+  // and the two tiers add up instead of holding the same rows twice. 0 = pin
+  // from the top.
+  uint64_t worker_cache_bytes = 0;
   // With a profile, this share of the budget (percent, 0-100) stays with the
   // admission cache, for rows the profile did not foresee; the rest is
   // pinned, most frequent first. 0 = all of it pinned: no admission work on
-  // a miss, and no adapting to traffic the profile missed (with a profile
-  // learnt from the same kind of text, engram-bench-client's exposed wait
-  // was 3.0-3.3% at 0 against 4.1-5.3% at 20; docs/benchmarks.md).
+  // a miss, and no adapting to traffic the profile missed (what each costs:
+  // docs/benchmarks.md, "Settings chosen by measurement").
   uint32_t cache_share_percent = kHotTierCacheSharePercent;
   // Rows to pin that the store cannot return (DATA_LOSS) are left unpinned
   // (each is logged, and read from the store, failing again, when asked
@@ -91,7 +91,7 @@ uint64_t HotTierWholeShardBytes(const ShardMap& map, uint32_t shard);
 // True when `budget_bytes` is at least HotTierWholeShardBytes (then no
 // profile is needed).
 bool HotTierHoldsWholeShard(const ShardMap& map, uint32_t shard, uint64_t budget_bytes);
-// The plan for `options` (budget, skip_profile_bytes, cache_share_percent;
+// The plan for `options` (budget, worker_cache_bytes, cache_share_percent;
 // its profile_path is not read: `profile` is the profile's entries, in file
 // order, or null for none). InvalidArgument for a cache share over 100.
 absl::StatusOr<HotTierPlan> PlanHotTier(const ShardMap& map, uint32_t shard,

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/util/log.h"
 
 namespace engram {
 
@@ -56,7 +57,7 @@ class Scrubber::Reporter {
     if (sink_) {
       sink_(line);
     } else {
-      std::fprintf(stderr, "%s\n", line.c_str());
+      LogLine('E', line);
     }
   }
 

@@ -80,7 +80,7 @@ std::unique_ptr<ShardServer> StartShard(int s, uint64_t ram_budget, bool stream 
   o.listen = "127.0.0.1:0";
   o.db_dir = Cluster::Get().shard_dir(s);
   o.ram_budget_bytes = ram_budget;
-  o.stream_port = stream ? 0 : -1;
+  o.stream_port = stream ? std::optional<int>(0) : std::nullopt;
   o.stream_advertise_port = advertise;
   o.reader_threads = 4;
   absl::StatusOr<std::unique_ptr<ShardServer>> server = ShardServer::Start(o);

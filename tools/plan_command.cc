@@ -23,8 +23,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "common/util/flags.h"
 #include "nlohmann/json.hpp"
-#include "service/shard_server.h"
 #include "shard/plan/tier_plan.h"
 #include "shard/plan/tier_replay.h"
 

@@ -7,8 +7,11 @@
 #ifndef ENGRAM_COMMON_UTIL_FLAGS_H_
 #define ENGRAM_COMMON_UTIL_FLAGS_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
+
+#include "absl/status/statusor.h"
 
 namespace engram {
 
@@ -24,6 +27,11 @@ std::vector<char*> ParseFlags(int argc, char** argv);
 //   --dashed-name=DEFAULT
 //       help text
 std::string FlagsHelp();
+
+// Parses a byte count with an optional binary suffix: "1048576", "512K",
+// "512M", "2G", "1T" (case-insensitive, optional trailing "B" or "iB", so
+// "2GiB" and "2gb" too; K = 1024). InvalidArgument naming the text.
+absl::StatusOr<uint64_t> ParseByteSize(const std::string& text);
 
 }  // namespace engram
 

@@ -107,31 +107,8 @@ class Cursor {
   uint64_t buf_pos_ = 0, buf_len_ = 0;
 };
 
-// Bytes per element of a scalar GGUF type, 0 for strings/arrays/unknown.
-uint64_t ScalarBytes(GgufType t) {
-  switch (t) {
-    case GgufType::kU8:
-    case GgufType::kI8:
-    case GgufType::kBool:
-      return 1;
-    case GgufType::kU16:
-    case GgufType::kI16:
-      return 2;
-    case GgufType::kU32:
-    case GgufType::kI32:
-    case GgufType::kF32:
-      return 4;
-    case GgufType::kU64:
-    case GgufType::kI64:
-    case GgufType::kF64:
-      return 8;
-    default:
-      return 0;
-  }
-}
-
 bool IsIntegerType(GgufType t) {
-  return ScalarBytes(t) != 0 && t != GgufType::kF32 && t != GgufType::kF64;
+  return GgufScalarBytes(t) != 0 && t != GgufType::kF32 && t != GgufType::kF64;
 }
 
 bool IsSignedType(GgufType t) {
@@ -141,7 +118,7 @@ bool IsSignedType(GgufType t) {
 // Reads one integer of type t (IsIntegerType) as a 64-bit pattern.
 absl::Status GetInt(Cursor& c, GgufType t, uint64_t* out) {
   uint8_t raw[8] = {0};
-  const uint64_t n = ScalarBytes(t);
+  const uint64_t n = GgufScalarBytes(t);
   RETURN_IF_ERROR(c.Read(raw, n));
   uint64_t v = 0;
   for (uint64_t i = 0; i < n; ++i) v |= uint64_t{raw[i]} << (8 * i);
@@ -175,7 +152,7 @@ absl::Status ReadValue(Cursor& c, GgufType type, const std::string& key, const s
       RETURN_IF_ERROR(c.Get(&elem));
       RETURN_IF_ERROR(c.Get(&out->count));
       out->elem_type = static_cast<GgufType>(elem);
-      const uint64_t width = ScalarBytes(out->elem_type);
+      const uint64_t width = GgufScalarBytes(out->elem_type);
       // Every element takes at least 8 bytes (a string's length) otherwise.
       const uint64_t min_bytes = width != 0 ? width : 8;
       if (out->elem_type == GgufType::kArray ||
@@ -215,6 +192,28 @@ absl::Status ReadValue(Cursor& c, GgufType type, const std::string& key, const s
 }
 
 }  // namespace
+
+uint64_t GgufScalarBytes(GgufType t) {
+  switch (t) {
+    case GgufType::kU8:
+    case GgufType::kI8:
+    case GgufType::kBool:
+      return 1;
+    case GgufType::kU16:
+    case GgufType::kI16:
+      return 2;
+    case GgufType::kU32:
+    case GgufType::kI32:
+    case GgufType::kF32:
+      return 4;
+    case GgufType::kU64:
+    case GgufType::kI64:
+    case GgufType::kF64:
+      return 8;
+    default:
+      return 0;
+  }
+}
 
 std::string GgmlTypeName(uint32_t type) {
   static constexpr const char* kNames[] = {

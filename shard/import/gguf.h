@@ -46,6 +46,10 @@ enum class GgufType : uint32_t {
   kF64 = 12,
 };
 
+// Bytes of one value of a scalar GGUF type (little-endian on disk); 0 for
+// strings, arrays and unknown types.
+uint64_t GgufScalarBytes(GgufType t);
+
 // GGML tensor types this code names in messages (others print as numbers).
 inline constexpr uint32_t kGgmlTypeI8 = 24;
 inline constexpr uint32_t kGgmlTypeMxfp4 = 39;

@@ -261,7 +261,7 @@ absl::StatusOr<ShardReplay> TierReplay::RunShard(uint32_t shard, uint64_t budget
   HotTierOptions tier;
   tier.budget_bytes = budget;
   tier.cache_share_percent = options_.cache_share_percent;
-  tier.skip_profile_bytes = options_.skip_profile_bytes;
+  tier.worker_cache_bytes = options_.worker_cache_bytes;
   // As HotTier::Build: a profile is used when there is a budget to pin.
   const bool use_profile = budget > 0 && !options_.profile_trace_path.empty();
   ASSIGN_OR_RETURN(HotTierPlan plan,

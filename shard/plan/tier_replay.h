@@ -91,10 +91,10 @@ struct TierReplayOptions {
   // HotTierOptions::cache_share_percent with a profile: the shard server's
   // default, kHotTierCacheSharePercent = 20.
   uint32_t cache_share_percent = kHotTierCacheSharePercent;
-  // HotTierOptions::skip_profile_bytes (engram-shard --worker-cache-bytes
-  // / K); 0 = none. The workers' own cache is not replayed: keep it 0
-  // unless the trace's rows were filtered the same way.
-  uint64_t skip_profile_bytes = 0;
+  // HotTierOptions::worker_cache_bytes, this shard's share of the workers'
+  // caches (engram-shard --worker-cache-bytes / K); 0 = none. The workers' own cache is not
+  // replayed: keep it 0 unless the trace's rows were filtered the same way.
+  uint64_t worker_cache_bytes = 0;
   // A Run whose admission cache must be replayed slot by slot and would
   // need more than this many bytes of bookkeeping (~64 a slot) fails with
   // ResourceExhausted instead of exhausting the machine.

@@ -21,26 +21,8 @@ void PutString(std::string* out, const std::string& s) {
   out->append(s);
 }
 
-size_t Width(GgufType t) {
-  switch (t) {
-    case GgufType::kU8:
-    case GgufType::kI8:
-    case GgufType::kBool:
-      return 1;
-    case GgufType::kU16:
-    case GgufType::kI16:
-      return 2;
-    case GgufType::kU32:
-    case GgufType::kI32:
-    case GgufType::kF32:
-      return 4;
-    default:
-      return 8;
-  }
-}
-
 void PutBits(std::string* out, GgufType t, uint64_t bits) {
-  out->append(reinterpret_cast<const char*>(&bits), Width(t));  // little-endian
+  out->append(reinterpret_cast<const char*>(&bits), GgufScalarBytes(t));  // little-endian
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
-// Minimal logging for the shard server: one line per message on stderr,
+// Minimal logging for the daemons and the store: one line per message on stderr,
 // glog-style ("E0102 15:04:05.123456 message"). The abseil release we build
 // against has no absl/log. Thread-safe (one fprintf per line).
-#ifndef ENGRAM_SERVICE_LOG_H_
-#define ENGRAM_SERVICE_LOG_H_
+#ifndef ENGRAM_COMMON_UTIL_LOG_H_
+#define ENGRAM_COMMON_UTIL_LOG_H_
 
 #include <cstdio>
 #include <string>
@@ -20,4 +20,4 @@ inline void LogLine(char severity, const std::string& message) {
 
 }  // namespace engram
 
-#endif  // ENGRAM_SERVICE_LOG_H_
+#endif  // ENGRAM_COMMON_UTIL_LOG_H_
