@@ -23,7 +23,8 @@ every layer; every failed step's error names its shard and that shard's
 replicas ("shard I (a|b)"); no step takes longer than its deadlines allow;
 no step fails outside a fault; and within 2 s of each fault's end the
 steps' p99 is back within the bound (the larger of 1.5 x and + 20 ms of the
-p99 before the first fault). It prints a table of the faults and ends with
+p99 before the first fault or, if higher, of the quiet steps just before
+this fault). It prints a table of the faults and ends with
 one line:
     fault: N faults, S steps, F failed, 0 wrong rows, recovered within X s
 or  fault: FAILED: <why>
