@@ -25,8 +25,10 @@ demo: build
 bench: build
 	@bash scripts/bench.sh $(BUILD)
 
-# Mixed load against 3 shards for SOAK_MINUTES (10), a table version switch
-# half-way; RSS, errors and wrong rows checked (docs/reliability.md, "Soak").
+# Mixed load against 3 shards for SOAK_MINUTES (10), with SOAK_SWITCHES (1)
+# table version switches spread evenly over the run (1: half-way); RSS
+# (printed after each switch), errors and wrong rows checked
+# (docs/reliability.md, "Soak").
 soak: build
 	@/usr/bin/python3 scripts/soak.py $(BUILD)
 

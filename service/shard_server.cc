@@ -474,9 +474,13 @@ absl::StatusOr<ActivateResult> ShardServer::Activate(uint64_t version) {
   }
   old.reset();
 #if defined(__GLIBC__)
-  // The old version's hot tier was freed into the heap, between live
-  // blocks that keep it from shrinking: give its pages back, or the shard
-  // holds two tiers' worth of memory from now on (make soak).
+  // The old version is freed now: glibc's bytes in use are back where they
+  // were before the switch (docs/reliability.md, "Soak"). Its small blocks
+  // (the admission cache's bookkeeping, RocksDB's table readers) lie
+  // between live ones, which keeps glibc from giving their pages back: do
+  // it, in every arena. malloc_trim does not shrink the top of an arena
+  // other than the main one; engram-shard fixes glibc's mmap threshold so
+  // that free() does (service/engram_shard_main.cc).
   ::malloc_trim(0);
 #endif
   result.load_seconds = absl::ToDoubleSeconds(loaded - start);
