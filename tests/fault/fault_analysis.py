@@ -12,21 +12,27 @@ CLOCK_REALTIME, and returns the table's rows and every failed check:
     deadline + 1 s (a hang past the deadlines);
   - a failed step outside every fault (from its start to RECOVER_LIMIT
     after its end), or naming a shard the fault did not touch;
-  - p99 not back within the fault's bound, the larger of 1.5 x and + 20 ms
-    of the reference p99, RECOVER_LIMIT after a fault's end: the p99 of the
-    steps started in [end + 2 s, end + 4 s] is above the bound, or the time
-    to recover (below) is later than RECOVER_LIMIT. The reference is the
-    larger of the p99 before the first fault (nearest rank, from 2 s after
-    the first step) and the p99 of the quiet steps just before this fault
-    (from the previous fault's recovery window, at most 3 s): the fault's
-    aftermath is compared with the machine as it was right before it, so a
-    machine loaded meanwhile (other tests, scripts/flake_check.sh) does
-    not count as a fault's harm, while a fault's own slowness still does.
+  - p99 not back within the fault's bound RECOVER_LIMIT after its end:
+    the p99 of the steps started in [end + 2 s, end + 4 s] is above the
+    bound, or the time to recover (below) is later than RECOVER_LIMIT.
+    The harm this looks for is a step still waiting on the faulted replica:
+    it waits out an RPC deadline (or a failure) before it is served, so the
+    bound is the RPC deadline, brought down to 10 x the reference p99 when
+    that is lower and never below the reference + 20 ms:
+        bound = max(min(10 x ref, rpc deadline), ref + 20 ms).
+    10 x is the headroom the guide asks of a wall-clock bound: CPU noise on
+    a loaded 2-core machine (a restarted replica warming up beside the
+    client, scripts/flake_check.sh's stress-ng) moves p99 by 2-3 x, never
+    by 10 x. The reference is the larger of the p99 before the first fault
+    (nearest rank, from 2 s after the first step) and the p99 of the quiet
+    steps just before this fault (from the previous fault's recovery
+    window, at most 3 s): a machine loaded meanwhile is not a fault's harm.
 "Time to recover" is the first x (0.1 s grid) at which the 1 s window
 [end + x, end + x + 1) is within the bound without a failure, and so is all
-of [end + x, end + 4 s] (a single slow step among a hundred, CPU noise on
-a loaded machine, passes; one every second, a replica still timing out,
-does not); "replicas back" (information, not a check) the first
+of [end + x, end + 4 s] (a single slow step among a hundred passes; one
+every second, a replica still timing out, does not); "replicas back"
+(information, not a check: a restarted replica is used again after the
+client's reconnect backoff, which a loaded machine stretches) the first
 x from which no step's RPC fails over to another replica (no retries: every
 replica answers its first attempts again), up to the next fault.
 self_test() checks that analyse() catches each of these.
@@ -78,7 +84,7 @@ def read_steps(path):
 
 
 def analyse(meta, steps, hung, faults, t0):
-    """The table's rows and the list of failed checks."""
+    """The table's rows, the list of failed checks and the worst time to recover."""
     problems = []
     active = [f for f in faults if f.skipped is None]
     if hung is not None:
@@ -105,7 +111,7 @@ def analyse(meta, steps, hung, faults, t0):
             problems.append("step %d took %.0f ms, more than its deadlines allow (%.0f ms)"
                             % (s["step"], s["latency_ms"], bound_ms))
     if not active:
-        return [], problems, None, None
+        return [], problems, None
 
     def window(a, b):  # the steps started in [a, b)
         return [s for s in steps if a <= s["t"] < b]
@@ -118,11 +124,16 @@ def analyse(meta, steps, hung, faults, t0):
     base_p99 = p99([s["latency_ms"] for s in base])
     if base_p99 is None or len(base) < 50:
         problems.append("only %d steps before the first fault" % len(base))
-        return [], problems, None, None
-    def bound_over(ref_p99):
-        return max(1.5 * ref_p99, ref_p99 + 20.0)
+        return [], problems, None
+    deadline_ms = meta["rpc_deadline_ms"]
 
-    bound = bound_over(base_p99)
+    def bound_over(ref_p99):
+        return max(min(10.0 * ref_p99, deadline_ms), ref_p99 + 20.0)
+
+    def good(w, bound):  # steps, none failed, p99 within the bound
+        return bool(w) and all(s["status"] == "OK" for s in w) and \
+            p99([s["latency_ms"] for s in w]) <= bound
+
     def replicas_serve(w):  # no attempt failed over to another replica
         return bool(w) and sum(s.get("retries", 0) for s in w) == 0
     rows, worst = [], 0.0
@@ -134,11 +145,8 @@ def analyse(meta, steps, hung, faults, t0):
         before = [s for s in window(max(quiet_from, f.start - 3.0), f.start)
                   if s["t"] + s["latency_ms"] / 1000.0 <= f.start]
         local_p99 = p99([s["latency_ms"] for s in before]) if len(before) >= 50 else None
-        f_bound = bound_over(max(base_p99, local_p99 or 0.0))
-
-        def good(w, f_bound=f_bound):
-            return bool(w) and all(s["status"] == "OK" for s in w) and \
-                p99([s["latency_ms"] for s in w]) <= f_bound
+        ref_p99 = max(base_p99, local_p99 or 0.0)
+        f_bound = bound_over(ref_p99)
         during = overlapping(f.start, f.end)
         horizon = min(f.end + 4.0, nxt)
         after = window(f.end + 2.0, horizon)
@@ -148,16 +156,17 @@ def analyse(meta, steps, hung, faults, t0):
         # within the bound) and stays so: all of [end + x, end + 4 s] is good
         # too (one slow step in a hundred passes; one a second does not).
         recover = None
-        for i in range(int((horizon - f.end - 1.0) * 10) + 1):
-            x = i / 10.0
-            if good(window(f.end + x, f.end + x + 1.0)) and good(window(f.end + x, horizon)):
+        for k in range(int((horizon - f.end - 1.0) * 10) + 1):
+            x = k / 10.0
+            if good(window(f.end + x, f.end + x + 1.0), f_bound) and \
+                    good(window(f.end + x, horizon), f_bound):
                 recover = x
                 break
         # Replicas back (information): from when on no step's RPC fails over
         # to another replica (every replica answers again), up to the next
         # fault.
         back = None
-        for y in reversed([i / 10.0 for i in range(max(0, int((nxt - f.end - 1.0) * 10)) + 1)]):
+        for y in reversed([k / 10.0 for k in range(max(0, int((nxt - f.end - 1.0) * 10)) + 1)]):
             if not replicas_serve(window(f.end + y, f.end + y + 1.0)):
                 break
             back = y
@@ -170,7 +179,8 @@ def analyse(meta, steps, hung, faults, t0):
         rows.append([f.name, "%.1f" % (f.start - t0), "%.1f" % (f.end - t0), str(len(during)),
                      str(len(failed)) + (" (shard %s)" % ",".join(map(str, sorted(named)))
                                          if named else ""),
-                     str(sum(s["wrong_rows"] for s in during)), ms(base_p99), ms(after_p99),
+                     str(sum(s["wrong_rows"] for s in during)), ms(ref_p99), ms(f_bound),
+                     ms(after_p99),
                      "-" if recover is None else "%.1f s" % recover,
                      "> %.0f s" % (nxt - f.end) if back is None else "%.1f s" % back])
         if not after:
@@ -197,7 +207,7 @@ def analyse(meta, steps, hung, faults, t0):
         problems.append("%d steps failed outside every fault, the first: step %d at %.1f s: %s"
                         % (len(outside), outside[0]["step"], outside[0]["t"] - t0,
                            outside[0]["error"]))
-    return rows, problems, bound, worst
+    return rows, problems, worst
 
 
 def print_table(header, rows):
@@ -240,9 +250,9 @@ def self_test():
     def slow(st):
         st[700]["latency_ms"] = 5000.0
 
-    def slow_after(st):
+    def slow_after(st):  # from end + 2 s, ten steps wait out a deadline
         for s in st[750:760]:
-            s["latency_ms"] = 60.0
+            s["latency_ms"] = 400.0
 
     def stray(st):
         st[505]["error"] = "shard 2 (e:1|f:1): no replica answered"
@@ -263,28 +273,34 @@ def self_test():
             if s["status"] == "OK":
                 s["latency_ms"] = 30.0
 
-    def slow_after_loaded(st):  # loaded, and the fault's aftermath slower still
+    def noisy_after_loaded(st):  # loaded, a restart's CPU 3 x slower after: must pass
         machine_loaded(st)
         for s in st[750:760]:
-            s["latency_ms"] = 120.0
+            s["latency_ms"] = 90.0
+
+    def slow_after_loaded(st):  # loaded, and steps after the fault wait out a deadline
+        machine_loaded(st)
+        for s in st[750:760]:
+            s["latency_ms"] = 350.0
 
     def failing_before(st):
         st[200].update(status="DEADLINE_EXCEEDED", error="shard 1 (c:1|d:1): slow")
 
     cases = [(None, None, ""), (wrong, None, "wrong rows"), (short_ok, None, "OK with 300"),
              (unnamed, None, "does not name"), (misnamed, None, "does not name"),
-             (slow, None, "more than its deadlines allow"), (slow_after, None, "p99 60.0 ms"),
+             (slow, None, "more than its deadlines allow"), (slow_after, None, "p99 400.0 ms"),
              (stray, None, "did not touch"), (failing_after, None, "not recovered"),
              (failing_before, None, "outside every fault"),
              (slow_each_second, None, "not recovered"), (one_outlier, None, ""),
-             (machine_loaded, None, ""), (slow_after_loaded, None, "p99 120.0 ms"),
+             (machine_loaded, None, ""), (noisy_after_loaded, None, ""),
+             (slow_after_loaded, None, "p99 350.0 ms"),
              (None, {"step": 3, "phase": "Wait(layer 1)", "running_ms": 10000}, "hung")]
     bad = 0
     for mutate, hung, want in cases:
         steps, faults = clean()
         if mutate is not None:
             mutate(steps)
-        _, problems, _, _ = analyse(meta, steps, hung, faults, 1000.0)
+        _, problems, _ = analyse(meta, steps, hung, faults, 1000.0)
         name = mutate.__name__ if mutate else ("hung" if hung else "clean")
         caught = any(want in p for p in problems) if want else not problems
         if not caught:
