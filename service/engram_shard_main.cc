@@ -13,6 +13,7 @@
 // Exit status: 0 after a clean shutdown, 2 for bad flag values (1 for flags
 // Abseil itself rejects), 1 when the shard cannot be served (bad data,
 // address in use); one line on stderr says why.
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
@@ -85,8 +86,14 @@ void ExecWithMallocTunables(char** argv) {
     absl::StrAppend(&next, next.empty() ? "" : ":", name, "=", value);
   }
   if (next == current) return;
+  // The binary's own path, not /proc/self/exe, so the process keeps its
+  // name (comm: ps, top, the kernel's OOM report) after the exec.
+  char self[PATH_MAX];
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) return;
+  self[n] = '\0';
   ::setenv("GLIBC_TUNABLES", next.c_str(), 1);
-  ::execv("/proc/self/exe", argv);
+  ::execv(self, argv);
   if (tunables == nullptr) {
     ::unsetenv("GLIBC_TUNABLES");
   } else {

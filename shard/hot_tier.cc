@@ -470,7 +470,11 @@ absl::StatusOr<std::unique_ptr<HotTier>> HotTier::Build(RowStore& store,
   const bool use_profile =
       budget > 0 && !options.profile_path.empty() && !HotTierHoldsWholeShard(map, shard, budget);
   if (use_profile) {
-    ASSIGN_OR_RETURN(profile, ReadHotProfile(options.profile_path, map, shard));
+    // PlanHotTier uses at most the entries the worker caches hold and the
+    // pinned budget's rows after them: the rest of the file is only checked.
+    const uint64_t stride = Stride(map);
+    const uint64_t used = options.worker_cache_bytes / stride + budget / stride + 1;
+    ASSIGN_OR_RETURN(profile, ReadHotProfile(options.profile_path, map, shard, used));
   }
   ASSIGN_OR_RETURN(HotTierPlan plan,
                    PlanHotTier(map, shard, options, use_profile ? &profile : nullptr));

@@ -26,6 +26,7 @@
 #include "common/format/shard_map.h"
 #include "common/format/table.h"
 #include "common/gen/table_gen.h"
+#include "common/util/file_util.h"
 #include "engram/v1/engram_store.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -279,6 +280,15 @@ TEST(VersionSwitchMemoryTest, RepeatedSwitchesDoNotGrowTheDaemonsMemory) {
   absl::StatusOr<std::unique_ptr<testing::ShardProcess>> shard = testing::ShardProcess::Start(o);
   ASSERT_TRUE(shard.ok()) << shard.status();
   const int port = (*shard)->port();
+  // The daemon runs with its malloc settings (it executes itself once more
+  // to set them) under its own name, as ps and the OOM killer report it.
+  const std::string proc = absl::StrCat("/proc/", (*shard)->pid(), "/");
+  absl::StatusOr<std::string> comm = ReadFileToString(proc + "comm");
+  absl::StatusOr<std::string> environ = ReadFileToString(proc + "environ");
+  ASSERT_TRUE(comm.ok() && environ.ok()) << comm.status() << environ.status();
+  EXPECT_EQ(*comm, "engram-shard\n");
+  EXPECT_NE(environ->find("glibc.malloc.mmap_threshold=131072"), std::string::npos);
+  EXPECT_NE(environ->find("glibc.malloc.tcache_count=0"), std::string::npos);
 
   // 98,304 random rows of `version`, most read from disk and admitted to
   // the admission cache (~40,000 slots), which they fill.

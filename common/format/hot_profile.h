@@ -13,6 +13,7 @@
 #define ENGRAM_COMMON_FORMAT_HOT_PROFILE_H_
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -51,9 +52,12 @@ absl::Status WriteHotProfile(const std::string& path, std::vector<HotProfileEntr
 absl::StatusOr<std::vector<HotProfileEntry>> ParseHotProfile(std::string_view data,
                                                              const ShardMap& map, uint32_t shard,
                                                              std::string_view what);
-// ParseHotProfile of the file at `path` (NotFound if absent).
-absl::StatusOr<std::vector<HotProfileEntry>> ReadHotProfile(const std::string& path,
-                                                            const ShardMap& map, uint32_t shard);
+// ParseHotProfile of the file at `path` (NotFound if absent), read and
+// checked whole in bounded chunks, returning only its first `max_entries`
+// entries (the hottest): memory is those entries, not the file.
+absl::StatusOr<std::vector<HotProfileEntry>> ReadHotProfile(
+    const std::string& path, const ShardMap& map, uint32_t shard,
+    uint64_t max_entries = std::numeric_limits<uint64_t>::max());
 
 }  // namespace engram
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/testing/test_files.h"
+#include "common/util/file_util.h"
 #include "gtest/gtest.h"
 
 namespace engram {
@@ -76,12 +77,51 @@ TEST(HotProfileMalformed, EveryCaseGetsItsStatus) {
       {"entries out of order", swapped, "entry 1 is out of order"},
       {"a row listed twice", twice, "entry 1 is out of order"},
   };
+  testing::TempDir dir;
   for (const auto& c : cases) {
     const absl::StatusOr<std::vector<HotProfileEntry>> p = ParseHotProfile(c.data, Map(), 1, "p");
     EXPECT_EQ(p.status().code(), absl::StatusCode::kDataLoss) << c.what << ": " << p.status();
     EXPECT_NE(p.status().message().find(c.message), std::string::npos)
         << c.what << ": " << p.status();
+    // The file reader checks the whole file too, even past the one entry it keeps.
+    const std::string path = dir.Sub("hot_profile.bin");
+    ASSERT_TRUE(WriteFileAtomically(path, c.data).ok());
+    const absl::StatusOr<std::vector<HotProfileEntry>> r = ReadHotProfile(path, Map(), 1, 1);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << c.what << ": " << r.status();
+    EXPECT_NE(r.status().message().find(c.message), std::string::npos)
+        << c.what << ": " << r.status();
   }
+}
+
+// A profile larger than the reader's 1 MiB chunk: entries straddle chunks.
+TEST(HotProfile, ReadKeepsTheHottestAndChecksEveryChunk) {
+  ShardMap map = Map();
+  map.layer_rows = {400000, 37};
+  std::vector<HotProfileEntry> entries;
+  for (uint64_t i = 0; i < 110000; ++i) entries.push_back({0, 3 * i + 1, 200000 - i});
+  const std::string good = EncodeHotProfile(entries);
+  ASSERT_GT(good.size(), size_t{2} << 20);
+  testing::TempDir dir;
+  const std::string path = dir.Sub("hot_profile.bin");
+  ASSERT_TRUE(WriteFileAtomically(path, good).ok());
+  absl::StatusOr<std::vector<HotProfileEntry>> all = ReadHotProfile(path, map, 1);
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(*all, entries);
+  absl::StatusOr<std::vector<HotProfileEntry>> head = ReadHotProfile(path, map, 1, 10);
+  ASSERT_TRUE(head.ok()) << head.status();
+  EXPECT_EQ(*head, std::vector<HotProfileEntry>(entries.begin(), entries.begin() + 10));
+  // The entry across the second chunk's end (2 MiB: its bytes 2097152 - 16
+  // .. + 4) names a row of shard 0: caught though only 10 entries are kept.
+  const size_t straddling = ((size_t{2} << 20) - 16) / 20;
+  ASSERT_GT(16 + (straddling + 1) * 20, size_t{2} << 20);
+  std::string bad = good;
+  Set64(&bad, 16 + straddling * 20 + 4, 3 * straddling);
+  ASSERT_TRUE(WriteFileAtomically(path, bad).ok());
+  absl::StatusOr<std::vector<HotProfileEntry>> r = ReadHotProfile(path, map, 1, 10);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << r.status();
+  EXPECT_NE(r.status().message().find("entry " + std::to_string(straddling) + " (layer 0 row "),
+            std::string::npos)
+      << r.status();
 }
 
 TEST(HotProfileMalformed, AnInvalidMapIsNamedNotDividedBy) {

@@ -33,9 +33,10 @@ class FdCloser {
   int fd_;
 };
 
-// Calls fn(data, n) for each chunk of the file at `path`.
-template <typename Fn>
-absl::Status ForEachChunk(const std::string& path, Fn fn) {
+}  // namespace
+
+absl::Status ReadFileInChunks(const std::string& path,
+                              absl::FunctionRef<absl::Status(std::string_view)> fn) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Errno("cannot open", path);
   FdCloser closer(fd);
@@ -47,15 +48,16 @@ absl::Status ForEachChunk(const std::string& path, Fn fn) {
       return Errno("cannot read", path);
     }
     if (n == 0) return absl::OkStatus();
-    fn(buf.data(), static_cast<size_t>(n));
+    RETURN_IF_ERROR(fn(std::string_view(buf.data(), static_cast<size_t>(n))));
   }
 }
 
-}  // namespace
-
 absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
   std::string out;
-  RETURN_IF_ERROR(ForEachChunk(path, [&](const char* data, size_t n) { out.append(data, n); }));
+  RETURN_IF_ERROR(ReadFileInChunks(path, [&](std::string_view chunk) {
+    out.append(chunk);
+    return absl::OkStatus();
+  }));
   return out;
 }
 
@@ -108,8 +110,10 @@ absl::Status RemoveTree(const std::string& path) {
 absl::StatusOr<uint64_t> HashFile(const std::string& path) {
   XXH3_state_t* st = XXH3_createState();
   XXH3_64bits_reset(st);
-  absl::Status s =
-      ForEachChunk(path, [&](const char* data, size_t n) { XXH3_64bits_update(st, data, n); });
+  absl::Status s = ReadFileInChunks(path, [&](std::string_view chunk) {
+    XXH3_64bits_update(st, chunk.data(), chunk.size());
+    return absl::OkStatus();
+  });
   const uint64_t h = XXH3_64bits_digest(st);
   XXH3_freeState(st);
   if (!s.ok()) return s;

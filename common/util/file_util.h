@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
@@ -14,6 +15,12 @@ namespace engram {
 
 // NotFound if `path` does not exist; Internal on other I/O errors.
 absl::StatusOr<std::string> ReadFileToString(const std::string& path);
+
+// Calls fn with the file's bytes in order, in chunks of at most 1 MiB (a
+// fixed buffer: memory does not grow with the file), and stops at the first
+// error fn returns. Errors as ReadFileToString's.
+absl::Status ReadFileInChunks(const std::string& path,
+                              absl::FunctionRef<absl::Status(std::string_view)> fn);
 
 // Writes `contents` to a temporary file next to `path`, fsyncs it and renames
 // it over `path`, so readers see either the old or the new file.
