@@ -47,12 +47,13 @@ for i in $(seq 1 "$runs"); do
     echo "flake_check: run $i/$runs passed"
   else
     failed=$((failed + 1))
-    echo "flake_check: run $i/$runs FAILED: $(grep -cE '^\s+[0-9]+ - ' "$log") test(s)"
+    echo "flake_check: run $i/$runs FAILED: $(grep -E '^\s+[0-9]+ - ' "$log" | grep -vc '(Skipped)') test(s)"
   fi
 done
 
 echo "flake_check: $runs runs, $failed failed"
 # Each failing test with the number of runs it failed in.
-cat "$logs"/run-*.log | sed -n 's/^\s*[0-9]* - \(.*\) (.*)$/\1/p' | sort | uniq -c |
+cat "$logs"/run-*.log | grep -v '(Skipped)$' | sed -n 's/^\s*[0-9]* - \(.*\) (.*)$/\1/p' |
+  sort | uniq -c |
   sort -rn | sed 's/^ *\([0-9]*\) \(.*\)$/flake_check:   \2: failed in \1 run(s)/'
 [ "$failed" -eq 0 ]

@@ -72,6 +72,7 @@ constexpr char kUsage[] =
     "  footprint SHARD_DIR...    the smallest engram-shard --ram-budget each accepts and\n"
     "                            the one that holds it whole\n"
     "  lookup --table DIR --shards host:port,... --tokens \"12 7 99 ...\" [--json]\n"
+    "         [--rpc-deadline 30s]\n"
     "                            fetch a token string's rows from a deployment\n"
     "  shardmap --from-dns SERVICE --shards K --replicas R [--port 7070]\n"
     "                            print the shard-map string of a Helm deployment\n"

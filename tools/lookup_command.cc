@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/time.h"
 #include "client/engram_client.h"
 #include "common/net/shard_addresses.h"
 #include "service/auth.h"
@@ -24,6 +25,9 @@ ABSL_DECLARE_FLAG(std::string, tls_server_name);
 ABSL_FLAG(std::string, tokens, "", "lookup: token ids, space-separated (one fresh sequence)");
 ABSL_FLAG(bool, json, false, "lookup: print one JSON array with every row's values");
 ABSL_FLAG(int32_t, values, 4, "lookup: values of each row shown in the text output");
+ABSL_FLAG(absl::Duration, rpc_deadline, absl::Seconds(30),
+          "lookup: deadline of each RPC attempt, a shard's connection included (a one-shot "
+          "command waits longer than a worker's 2 s; the step has no deadline of its own)");
 ABSL_FLAG(std::string, shard_map, "",
           "lookup: the shard map (default: derived from the table and --shards)");
 
@@ -62,6 +66,8 @@ int LookupCommand(const std::vector<std::string>& args) {
     return Fail(absl::StrCat("lookup: --shards: ", addresses.status().message()));
   }
   o.shard_addresses = *std::move(addresses);
+  o.rpc_deadline = absl::GetFlag(FLAGS_rpc_deadline);
+  o.step_deadline = absl::InfiniteDuration();
   o.tls_ca_file = absl::GetFlag(FLAGS_tls_ca);
   o.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
   o.tls_key_file = absl::GetFlag(FLAGS_tls_key);
