@@ -31,6 +31,7 @@ TEST(ClientOptions, ValidateNamesTheBadField) {
       {[](ClientOptions& o) { o.max_rows_per_rpc = 0; }, "max_rows_per_rpc"},
       {[](ClientOptions& o) { o.channels_per_replica = 0; }, "channels_per_replica"},
       {[](ClientOptions& o) { o.hedge_delay = absl::Milliseconds(-1); }, "hedge_delay"},
+      {[](ClientOptions& o) { o.block_time = absl::Microseconds(-1); }, "block_time"},
       {[](ClientOptions& o) { o.max_reconnect_backoff = absl::ZeroDuration(); },
        "max_reconnect_backoff"},
       {[](ClientOptions& o) {

@@ -113,6 +113,10 @@ absl::Status ClientOptions::Validate() const {
   if (hedge_delay < absl::ZeroDuration() || min_hedge_delay < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("hedge_delay and min_hedge_delay must not be negative");
   }
+  if (block_time < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "block_time is ", absl::FormatDuration(block_time), "; it must not be negative"));
+  }
   if (max_reconnect_backoff <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("max_reconnect_backoff must be positive");
   }
@@ -221,6 +225,7 @@ absl::StatusOr<std::unique_ptr<EngramClient>> EngramClient::Create(ClientOptions
   sc.hedge = c.options.hedge;
   sc.hedge_delay = c.options.hedge_delay;
   sc.min_hedge_delay = c.options.min_hedge_delay;
+  sc.block_time = c.options.block_time;
   c.steps = std::make_unique<StepPool>(std::move(sc), c.channels.get());
 
   auto client = std::unique_ptr<EngramClient>(new EngramClient(std::move(impl)));
@@ -290,6 +295,7 @@ uint64_t EngramClient::worker_cache_bytes() const {
 }
 
 absl::StatusOr<Step> EngramClient::Prefetch(const StepInput& in) {
+  const absl::Time began = absl::Now();
   Impl& c = *impl_;
   const int64_t B = static_cast<int64_t>(in.sequences.size());
   const int64_t T = in.tokens_per_sequence;
@@ -330,7 +336,7 @@ absl::StatusOr<Step> EngramClient::Prefetch(const StepInput& in) {
     }
   }
   std::unique_ptr<StepEngine> engine = c.steps->Take();
-  const std::span<RowId> ids = engine->BeginStep(B, T);
+  const std::span<RowId> ids = engine->BeginStep(B, T, began);
   const size_t per_seq = static_cast<size_t>(T) * c.hasher->ids_per_position();
   for (int64_t b = 0; b < B; ++b) {
     std::span<const uint8_t> m;

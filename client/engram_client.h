@@ -22,8 +22,24 @@
 // UNAVAILABLE naming the shard: rows are never zeros or stale.
 //
 // Threading: EngramClient is thread-safe; steps may be prefetched and waited
-// on concurrently from many threads. A Sequence must be used by one step at
-// a time. A Step is used by one thread at a time.
+// on concurrently from many threads. A Sequence is used by one Prefetch at a
+// time (calls naming it must not overlap); Prefetch hashes its tokens before
+// it returns and the step keeps nothing of the Sequence, so its next tokens
+// may be prefetched while an earlier step's rows are still in flight. A Step
+// is used by one thread at a time.
+//
+// Chunked prefill: a prefill's tokens are known up front, so prefetch chunk
+// k + 1 as chunk k's compute begins, and its rows arrive while chunk k
+// computes (only the first chunk's fetch is exposed):
+//
+//   Step current = *client.Prefetch(chunk 0);
+//   for (k = 0; k < chunks; ++k) {
+//     std::optional<Step> next;
+//     if (k + 1 < chunks) next = *client.Prefetch(chunk k + 1);
+//     ... blocks of chunk k, each Engram layer's block calling
+//         current.Wait(layer, format, out) ...
+//     if (next) current = std::move(*next);
+//   }
 #ifndef ENGRAM_CLIENT_ENGRAM_CLIENT_H_
 #define ENGRAM_CLIENT_ENGRAM_CLIENT_H_
 
@@ -98,6 +114,15 @@ struct ClientOptions {
   // shards serve the first while the client de-duplicates the next (the
   // most rows per second for a closed loop).
   bool pipeline_layers = true;
+  // The worker's time per transformer block. Each Lookup tells its shard
+  // when the rows are needed (LookupRequest.need_within_us): for Engram
+  // layer l, at transformer block b = layout.engram_layer_ids[l], the time
+  // left until Prefetch's start + b * block_time when the request is sent
+  // (at least 1 us), so the shards' disk readers serve layer 1's rows
+  // before layer 14's, and every worker's before later ones. 500 us: the
+  // order of a DeepSeek-V4.1-Flash decode step's block. Zero = send no
+  // need-by (the shards then order by the RPC's deadline).
+  absl::Duration block_time = absl::Microseconds(500);
   // Reconnect backoff of the channels.
   absl::Duration max_reconnect_backoff = absl::Seconds(2);
 

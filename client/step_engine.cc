@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -25,6 +26,14 @@ constexpr size_t kMinRowsPerSplit = 1024;
 constexpr size_t kMaxFree = 64;
 
 }  // namespace
+
+uint32_t NeedWithinMicros(absl::Time step_start, int64_t block, absl::Duration block_time,
+                          absl::Time now) {
+  if (block_time <= absl::ZeroDuration()) return 0;
+  const absl::Duration left = step_start + block * block_time - now;
+  const int64_t us = absl::ToInt64Microseconds(left);  // saturates
+  return static_cast<uint32_t>(std::clamp<int64_t>(us, 1, std::numeric_limits<uint32_t>::max()));
+}
 
 // ------------------------------------------------------------------ pool
 
@@ -106,7 +115,8 @@ void StepEngine::Reset(int next, int ready, const LocalCache* local) {
   for (Layer& ly : layers_) ly.arrived = sent_at_;
 }
 
-std::span<RowId> StepEngine::BeginStep(int64_t batch, int64_t tokens) {
+std::span<RowId> StepEngine::BeginStep(int64_t batch, int64_t tokens, absl::Time began) {
+  began_ = began;
   batch_ = batch;
   tokens_ = tokens;
   ids_.resize(static_cast<size_t>(batch * tokens) * static_cast<size_t>(config_.n_layers()) *
@@ -135,6 +145,7 @@ void StepEngine::SendStep() {
 }
 
 void StepEngine::SendLookup(int layer, std::span<const RowId> ids) {
+  began_ = absl::Now();
   batch_ = 0;
   tokens_ = 0;
   ids_.clear();
@@ -158,6 +169,7 @@ void StepEngine::SendLookup(int layer, std::span<const RowId> ids) {
 }
 
 void StepEngine::SendRows(const std::vector<std::vector<uint64_t>>& rows) {
+  began_ = absl::Now();
   batch_ = 0;
   tokens_ = 0;
   ids_.clear();
@@ -251,6 +263,7 @@ void StepEngine::SendLayers(int first, int last) {
   ShardChannels* const channels = pool_->channels_;
   std::vector<ShardRpc*> to_start;
   std::vector<wire::LayerRowIds> request;
+  const absl::Time now = absl::Now();
   {
     absl::MutexLock l(&mu_);
     for (int s = 0; s < config_.n_shards; ++s) {
@@ -277,6 +290,8 @@ void StepEngine::SendLayers(int first, int last) {
         call->done = false;
         request.clear();
         size_t rows = 0;
+        // The request's need-by: its earliest layer's block.
+        int64_t block = std::numeric_limits<int64_t>::max();
         while (layer <= last && rows < limit) {
           Layer& ly = layers_[layer];
           const size_t end = ly.shard_start[s + 1];
@@ -290,6 +305,7 @@ void StepEngine::SendLayers(int first, int last) {
             chunk.pieces.push_back(piece);
             request.push_back({static_cast<uint32_t>(layer),
                                std::span<const uint64_t>(ly.grouped.data() + at, n)});
+            block = std::min(block, config_.layers[layer].layer_id);
             rows += n;
             at += n;
           }
@@ -298,8 +314,9 @@ void StepEngine::SendLayers(int first, int last) {
         if (chunk.pieces.empty()) break;
         ++calls_used_;
         for (const ReplyChunk::Piece& piece : chunk.pieces) ++layers_[piece.layer].pending;
-        grpc::Slice slice = wire::EncodeLookupRequest(config_.table, config_.version, request,
-                                                      config_.source_checksum);
+        grpc::Slice slice = wire::EncodeLookupRequest(
+            config_.table, config_.version, request, config_.source_checksum,
+            NeedWithinMicros(began_, block, config_.block_time, now));
         const size_t response_bytes = wire::LookupResponseSize(config_.version, chunk.rows_bytes());
         auto rpc = std::make_unique<ShardRpc>(channels, &pool_->rpc_counters_, &pool_->latency_, s,
                                               std::move(slice), response_bytes, call);

@@ -12,6 +12,8 @@
 //   send      one Lookup per shard carrying the layers sent together, split
 //             over the replica's channels and at max_rows_per_rpc; with
 //             pipeline_layers a layer goes once the one before it arrived;
+//             each Lookup carries the time until its earliest layer's
+//             transformer block runs (need_within_us, from block_time);
 //   on-reply  each RPC reports to its Call (an RpcReceiver): the reply is
 //             mapped in place (ReplyChunk), the layer counted in, and the
 //             next layer sent, on the thread that read the reply;
@@ -77,9 +79,19 @@ struct StepConfig {
   bool hedge = false;
   absl::Duration hedge_delay = absl::ZeroDuration();
   absl::Duration min_hedge_delay = absl::Microseconds(500);
+  absl::Duration block_time = absl::Microseconds(500);
 
   int n_layers() const { return static_cast<int>(layers.size()); }
 };
+
+// LookupRequest.need_within_us for rows of transformer block `block` (an
+// Engram layer's LayerInfo::layer_id), sent at `now` in a step begun at
+// `step_start` with `block_time` per block: the time left until the block
+// runs, step_start + block * block_time - now, in microseconds, at least 1
+// (an overdue layer stays the most urgent: 0 would mean "not set") and at
+// most uint32's maximum. 0 (none sent) when block_time is zero.
+uint32_t NeedWithinMicros(absl::Time step_start, int64_t block, absl::Duration block_time,
+                          absl::Time now);
 
 // The steps' monotonic counters (ClientStats reads them).
 struct StepCounters {
@@ -148,8 +160,10 @@ class StepEngine {
 
   // Starts a hashed step of `batch` sequences of `tokens` positions: the
   // returned buffer, [batch][tokens][n_layers][n_cols], is for the caller
-  // to fill with the step's row ids before SendStep.
-  std::span<RowId> BeginStep(int64_t batch, int64_t tokens);
+  // to fill with the step's row ids before SendStep. `began`: when the
+  // step began (Prefetch's call), from which each layer's need-by is
+  // counted (NeedWithinMicros).
+  std::span<RowId> BeginStep(int64_t batch, int64_t tokens, absl::Time began = absl::Now());
   // De-duplicates the step's layers in order, sending each as it is due:
   // layer 0 at once, the others at once too without pipeline_layers, else
   // once the one before arrived (or WaitLayer asks). Counts the step.
@@ -280,6 +294,7 @@ class StepEngine {
   int64_t batch_ = 0;
   int64_t tokens_ = 0;
   uint64_t unique_rows_ = 0;
+  absl::Time began_;        // when the step began: its layers' need-bys count from here
   absl::Time sent_at_;      // when the step's first RPC could go
   std::vector<RowId> ids_;  // [B][T][L][C]
   std::vector<Layer> layers_;

@@ -26,6 +26,7 @@
 #include "common/codec/row_encoding.h"
 #include "common/format/shard_map.h"
 #include "common/format/table.h"
+#include "common/net/prometheus_scrape.h"
 #include "common/testing/child_process.h"
 #include "common/testing/test_files.h"
 #include "gtest/gtest.h"
@@ -101,10 +102,13 @@ class StepEngineTest : public ::testing::Test {
 
   // engram-shard serving shard `s` on a free port (*address); null, with
   // the test failed, when it does not start.
-  static std::unique_ptr<testing::ChildProcess> StartShard(int s, std::string* address) {
-    absl::StatusOr<std::unique_ptr<testing::ChildProcess>> child =
-        testing::ChildProcess::Spawn({kBin + "/engram-shard", "--db", ShardDir(s), "--listen",
-                                      "127.0.0.1:0", "--metrics-port", "0", "--ram-budget", "64K"});
+  // `ram_budget`: --ram-budget; `metrics_port`: gets its metrics port.
+  static std::unique_ptr<testing::ChildProcess> StartShard(int s, std::string* address,
+                                                           const std::string& ram_budget = "64K",
+                                                           int* metrics_port = nullptr) {
+    absl::StatusOr<std::unique_ptr<testing::ChildProcess>> child = testing::ChildProcess::Spawn(
+        {kBin + "/engram-shard", "--db", ShardDir(s), "--listen", "127.0.0.1:0", "--metrics-port",
+         "0", "--ram-budget", ram_budget});
     EXPECT_TRUE(child.ok()) << child.status();
     if (!child.ok()) return nullptr;
     // "engram-shard: serving shard I/K of T vV on 127.0.0.1:PORT ..."
@@ -124,6 +128,16 @@ class StepEngineTest : public ::testing::Test {
       return nullptr;
     }
     *address = absl::StrCat("127.0.0.1:", port);
+    if (metrics_port != nullptr) {
+      // "... (metrics :MPORT) ..."
+      const size_t m = line->find("(metrics :");
+      const size_t end = line->find(')', m);
+      if (m == std::string::npos || end == std::string::npos ||
+          !absl::SimpleAtoi(line->substr(m + 10, end - m - 10), metrics_port)) {
+        ADD_FAILURE() << "no metrics port in: " << *line;
+        return nullptr;
+      }
+    }
     return *std::move(child);
   }
   static void TearDownTestSuite() {
@@ -146,10 +160,11 @@ class StepEngineTest : public ::testing::Test {
   // and a pool of steps over them.
   static Rig MakeRig(bool pipeline_layers = true,
                      absl::Duration step_deadline = absl::InfiniteDuration(),
-                     std::vector<std::string> addresses = {}) {
+                     std::vector<std::string> addresses = {},
+                     absl::Duration block_time = absl::Microseconds(500)) {
     Rig rig;
     rig.channels = MakeChannels(std::move(addresses));
-    rig.pool = MakePool(rig.channels.get(), pipeline_layers, step_deadline);
+    rig.pool = MakePool(rig.channels.get(), pipeline_layers, step_deadline, block_time);
     return rig;
   }
   static std::unique_ptr<ShardChannels> MakeChannels(std::vector<std::string> addresses = {}) {
@@ -164,7 +179,8 @@ class StepEngineTest : public ::testing::Test {
     return std::make_unique<ShardChannels>(replicas, ch);
   }
   static std::unique_ptr<StepPool> MakePool(ShardChannels* channels, bool pipeline_layers,
-                                            absl::Duration step_deadline) {
+                                            absl::Duration step_deadline,
+                                            absl::Duration block_time = absl::Microseconds(500)) {
     StepConfig c;
     c.table = manifest().table;
     c.version = manifest().version;
@@ -174,6 +190,7 @@ class StepEngineTest : public ::testing::Test {
     c.pipeline_layers = pipeline_layers;
     c.step_deadline = step_deadline;
     c.rpc_deadline = absl::Minutes(1);  // only the step deadline ends a wait here
+    c.block_time = block_time;
     return std::make_unique<StepPool>(std::move(c), channels);
   }
 
@@ -419,6 +436,68 @@ TEST_F(StepEngineTest, LocalCacheRowsAreSetAsideAndServedFromIt) {
     ASSERT_EQ(out.substr(i * rb, rb), TableRow(layer, ids[i])) << "id " << i;
   }
   rig.pool->Return(std::move(e));
+}
+
+// The need-by a Lookup carries: the time left until its layer's block,
+// growing with the block, at least 1 us once due, none without a block time.
+TEST(NeedWithinMicros, GrowsWithTheLayersBlock) {
+  const absl::Time start = absl::FromUnixSeconds(1000);
+  const absl::Time now = start + absl::Microseconds(200);
+  const absl::Duration block = absl::Microseconds(500);
+  EXPECT_EQ(NeedWithinMicros(start, 1, block, now), 300u);
+  EXPECT_EQ(NeedWithinMicros(start, 14, block, now), 6800u);
+  uint32_t previous = 0;
+  for (int64_t b = 1; b < 64; ++b) {
+    const uint32_t us = NeedWithinMicros(start, b, block, now);
+    EXPECT_GT(us, previous) << "block " << b;
+    previous = us;
+  }
+  // Due or overdue: the most urgent there is, never "not set".
+  EXPECT_EQ(NeedWithinMicros(start, 0, block, now), 1u);
+  EXPECT_EQ(NeedWithinMicros(start, 1, block, start + absl::Seconds(1)), 1u);
+  // Later than uint32 microseconds: the largest.
+  EXPECT_EQ(NeedWithinMicros(start, 3, absl::Hours(1), now), ~uint32_t{0});
+  // No block time: no need-by.
+  EXPECT_EQ(NeedWithinMicros(start, 14, absl::ZeroDuration(), now), 0u);
+}
+
+// Through a real engram-shard whose rows all come from disk: the shard
+// counts rows read after the need-by the client sent (engram_shard_late_rows).
+// With a block time of 1 ns every layer is due at once (1 us: always late by
+// the time a row is read); with an hour, never.
+TEST_F(StepEngineTest, TheShardReadsTheNeedByTheClientSends) {
+  std::string address;
+  int metrics_port = -1;
+  std::unique_ptr<testing::ChildProcess> disk_shard =
+      StartShard(0, &address, /*ram_budget=*/"0", &metrics_port);
+  ASSERT_NE(disk_shard, nullptr);
+  auto late_rows = [&] {
+    absl::StatusOr<scrape::HttpResponse> r = scrape::HttpGet(metrics_port, "/metrics");
+    EXPECT_TRUE(r.ok()) << r.status();
+    return scrape::SumSamples(scrape::ParseSamples(r.ok() ? r->body : ""),
+                              "engram_shard_late_rows");
+  };
+  const int layer = n_layers() - 1;
+  ASSERT_GT(manifest().layers[layer].layer_id, 0);
+  double late = late_rows();
+  EXPECT_EQ(late, 0);
+  for (const absl::Duration block_time : {absl::Hours(1), absl::Nanoseconds(1)}) {
+    SCOPED_TRACE(absl::FormatDuration(block_time));
+    Rig rig = MakeRig(true, absl::InfiniteDuration(), {address, addresses_[1]}, block_time);
+    const std::vector<RowId> ids = SomeRows(layer, 50, 50, {0}, 8);
+    std::unique_ptr<StepEngine> e = rig.pool->Take();
+    e->SendLookup(layer, ids);
+    ASSERT_TRUE(e->WaitLayer(layer).ok());
+    rig.pool->Return(std::move(e));
+    const double now = late_rows();
+    if (block_time == absl::Hours(1)) {
+      EXPECT_EQ(now, late);
+    } else {
+      EXPECT_GT(now, late);
+    }
+    late = now;
+  }
+  disk_shard->Stop(absl::Seconds(10));
 }
 
 }  // namespace

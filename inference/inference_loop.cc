@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <functional>
+#include <optional>
 #include <random>
 
 #include "absl/container/flat_hash_map.h"
@@ -86,6 +88,10 @@ absl::Status Validate(const EngramClient& client, const InferenceLoopOptions& o)
         "batch (", o.batch, ") and blocks (", o.blocks, ") must be positive, prefill (", o.prefill,
         ") and decode steps (", o.decode_steps, ") not negative"));
   }
+  if (o.prefill_chunk < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("prefill_chunk (", o.prefill_chunk, ") must not be negative"));
+  }
   if (o.block_time < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("block_time must not be negative");
   }
@@ -133,7 +139,19 @@ class Loop {
   absl::StatusOr<InferenceLoopResult> Run();
 
  private:
-  absl::Status RunStep(int step_no);
+  // One step's tokens, prefetched: the step, its tokens per sequence, and
+  // when its Prefetch began and returned.
+  struct Prefetched {
+    Step step;
+    int tokens = 0;
+    absl::Time begin, end;
+  };
+  // Prefetches T tokens per sequence from position pos0.
+  absl::StatusOr<Prefetched> Prefetch(size_t pos0, int T);
+  // Runs a prefetched step's blocks, waiting for each layer at its block;
+  // `next` (may be empty) runs as its compute begins.
+  absl::Status Compute(Prefetched& p, bool prefill, const std::function<absl::Status()>& next);
+  absl::Status RunPrefill();
   void Verify(Step& step, int64_t tokens);
   void CountRows(const Step& step);
   void FinishSkew();
@@ -152,17 +170,13 @@ class Loop {
   absl::flat_hash_map<uint64_t, uint32_t> counts_;
   uint64_t lookups_ = 0;
   std::vector<absl::Duration> layer_exposed_;
-  absl::Duration exposed_, prefetch_, gather_, late_;
+  absl::Duration exposed_, prefill_exposed_, prefetch_, gather_, late_;
   double bookkeeping_cpu_ = 0;  // Verify and CountRows, since the decode steps began
   InferenceLoopResult r_;
 };
 
-absl::Status Loop::RunStep(int step_no) {
-  const int L = client_.n_layers(), C = client_.n_cols(), B = o_.batch;
-  const bool prefill = o_.prefill > 0 && step_no == 0;
-  const int T = prefill ? o_.prefill : 1;
-  const size_t pos0 =
-      prefill ? 0 : static_cast<size_t>(o_.prefill + step_no - (o_.prefill > 0 ? 1 : 0));
+absl::StatusOr<Loop::Prefetched> Loop::Prefetch(size_t pos0, int T) {
+  const int B = o_.batch;
   ids_.resize(static_cast<size_t>(B) * T);
   for (int b = 0; b < B; ++b) {
     for (int t = 0; t < T; ++t) {
@@ -170,10 +184,19 @@ absl::Status Loop::RunStep(int step_no) {
     }
   }
   starts_.assign(static_cast<size_t>(B), static_cast<int64_t>(pos0));
-  const absl::Time t0 = absl::Now();
+  const absl::Time begin = absl::Now();
   ASSIGN_OR_RETURN(Step step, client_.Prefetch({ptrs_, starts_, T, ids_, {}}));
-  const absl::Time t1 = absl::Now();
-  absl::Time block_end = t1;
+  return Prefetched{std::move(step), T, begin, absl::Now()};
+}
+
+absl::Status Loop::Compute(Prefetched& p, bool prefill, const std::function<absl::Status()>& next) {
+  const int L = client_.n_layers(), C = client_.n_cols(), B = o_.batch;
+  Step& step = p.step;
+  // A decode step's time runs from its Prefetch; a prefill chunk's (fetched
+  // during the chunk before) from its compute.
+  const absl::Time t0 = prefill ? absl::Now() : p.begin;
+  if (next) RETURN_IF_ERROR(next());
+  absl::Time block_end = absl::Now();
   std::vector<absl::Duration> exposed(static_cast<size_t>(L));
   absl::Duration gather, late;
   for (int blk = 0; blk < o_.blocks; ++blk) {
@@ -183,7 +206,7 @@ absl::Status Loop::RunStep(int step_no) {
       RETURN_IF_ERROR(step.WaitArrived(l));
       const absl::Time w1 = absl::Now();
       exposed[l] += w1 - w0;
-      out_[l].resize(static_cast<size_t>(B) * T * C * client_.OutputRowBytes(l, o_.format));
+      out_[l].resize(static_cast<size_t>(B) * p.tokens * C * client_.OutputRowBytes(l, o_.format));
       RETURN_IF_ERROR(step.Wait(l, o_.format, out_[l]));
       const absl::Time w2 = absl::Now();
       gather += w2 - w1;
@@ -195,23 +218,55 @@ absl::Status Loop::RunStep(int step_no) {
   }
   const absl::Time t2 = absl::Now();
   const double book0 = CpuSeconds(RUSAGE_THREAD);
-  if (o_.verify_per_layer > 0) Verify(step, T);
+  if (o_.verify_per_layer > 0) Verify(step, p.tokens);
   if (o_.measure_skew) CountRows(step);
   bookkeeping_cpu_ += CpuSeconds(RUSAGE_THREAD) - book0;
-  if (!prefill) {
-    ++r_.decode_steps;
-    r_.decode_ids += step.row_ids().size();
-    r_.decode_unique_rows += step.unique_rows();
-    for (int l = 0; l < L; ++l) {
-      layer_exposed_[l] += exposed[l];
-      exposed_ += exposed[l];
-      r_.layer_fetch_ms[l].push_back(absl::ToDoubleMilliseconds(step.FetchLatency(l)));
+  if (prefill) {
+    ++r_.prefill_chunks;
+    r_.prefill_seconds += absl::ToDoubleSeconds(t2 - t0);
+    for (int l = 0; l < L; ++l) prefill_exposed_ += exposed[l];
+    return absl::OkStatus();
+  }
+  ++r_.decode_steps;
+  r_.decode_ids += step.row_ids().size();
+  r_.decode_unique_rows += step.unique_rows();
+  for (int l = 0; l < L; ++l) {
+    layer_exposed_[l] += exposed[l];
+    exposed_ += exposed[l];
+    r_.layer_fetch_ms[l].push_back(absl::ToDoubleMilliseconds(step.FetchLatency(l)));
+  }
+  r_.decode_seconds += absl::ToDoubleSeconds(t2 - t0);
+  prefetch_ += p.end - p.begin;
+  gather_ += gather;
+  late_ += late;
+  r_.step_ms.push_back(absl::ToDoubleMilliseconds(t2 - t0));
+  return absl::OkStatus();
+}
+
+// The prefill in chunks: chunk k + 1 is prefetched as chunk k's compute
+// begins.
+absl::Status Loop::RunPrefill() {
+  const int chunk = o_.prefill_chunk > 0 ? std::min(o_.prefill_chunk, o_.prefill) : o_.prefill;
+  ASSIGN_OR_RETURN(Prefetched current, Prefetch(0, chunk));
+  for (int pos = 0; pos < o_.prefill;) {
+    const int next_pos = pos + current.tokens;
+    std::optional<Prefetched> next;
+    std::function<absl::Status()> fetch_next;
+    if (next_pos < o_.prefill) {
+      fetch_next = [&]() -> absl::Status {
+        ASSIGN_OR_RETURN(Prefetched n, Prefetch(static_cast<size_t>(next_pos),
+                                                std::min(chunk, o_.prefill - next_pos)));
+        next.emplace(std::move(n));
+        return absl::OkStatus();
+      };
     }
-    r_.decode_seconds += absl::ToDoubleSeconds(t2 - t0);
-    prefetch_ += t1 - t0;
-    gather_ += gather;
-    late_ += late;
-    r_.step_ms.push_back(absl::ToDoubleMilliseconds(t2 - t0));
+    if (absl::Status s = Compute(current, /*prefill=*/true, fetch_next); !s.ok()) {
+      return absl::Status(s.code(),
+                          absl::StrCat("prefill chunk at token ", pos, ": ", s.message()));
+    }
+    pos = next_pos;
+    if (!next.has_value()) break;
+    current = std::move(*next);
   }
   return absl::OkStatus();
 }
@@ -289,19 +344,22 @@ absl::StatusOr<InferenceLoopResult> Loop::Run() {
   TimerSlack slack(1);
   RealtimeScope realtime(o_.realtime);
   r_.realtime = realtime.active();
-  const int planned = (o_.prefill > 0 ? 1 : 0) + o_.decode_steps;
+  const int chunk = o_.prefill_chunk > 0 ? std::min(o_.prefill_chunk, o_.prefill) : o_.prefill;
+  const int chunks = o_.prefill > 0 ? (o_.prefill + chunk - 1) / chunk : 0;
+  const int planned = chunks + o_.decode_steps;
   const absl::Time start = absl::Now();
-  double cpu_start = 0;
-  for (int step_no = 0; step_no < planned; ++step_no) {
-    if (step_no > 0 && absl::Now() - start > o_.max_run_time) break;
-    if (step_no == (o_.prefill > 0 ? 1 : 0)) {
-      cpu_start = CpuSeconds(RUSAGE_SELF);
-      bookkeeping_cpu_ = 0;
+  if (o_.prefill > 0) RETURN_IF_ERROR(RunPrefill());
+  if (o_.progress && chunks > 0) o_.progress(chunks, planned);
+  const double cpu_start = CpuSeconds(RUSAGE_SELF);
+  bookkeeping_cpu_ = 0;
+  for (int d = 0; d < o_.decode_steps; ++d) {
+    if ((chunks > 0 || d > 0) && absl::Now() - start > o_.max_run_time) break;
+    absl::StatusOr<Prefetched> p = Prefetch(static_cast<size_t>(o_.prefill + d), 1);
+    absl::Status s = p.ok() ? Compute(*p, /*prefill=*/false, nullptr) : p.status();
+    if (!s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("step ", chunks + d, ": ", s.message()));
     }
-    if (absl::Status s = RunStep(step_no); !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("step ", step_no, ": ", s.message()));
-    }
-    if (o_.progress) o_.progress(step_no + 1, planned);
+    if (o_.progress) o_.progress(chunks + d + 1, planned);
   }
   r_.decode_cpu_seconds = CpuSeconds(RUSAGE_SELF) - cpu_start - bookkeeping_cpu_;
   r_.run_seconds = absl::ToDoubleSeconds(absl::Now() - start);
@@ -312,6 +370,9 @@ absl::StatusOr<InferenceLoopResult> Loop::Run() {
     return step_s > 0 ? 100.0 * absl::ToDoubleSeconds(d) / step_s : 0.0;
   };
   r_.batch = o_.batch;
+  r_.prefill_exposed_wait_seconds = absl::ToDoubleSeconds(prefill_exposed_);
+  r_.prefill_exposed_wait_pct =
+      r_.prefill_seconds > 0 ? 100.0 * r_.prefill_exposed_wait_seconds / r_.prefill_seconds : 0.0;
   r_.exposed_wait_seconds = absl::ToDoubleSeconds(exposed_);
   r_.exposed_wait_pct = pct(exposed_);
   for (absl::Duration d : layer_exposed_) r_.layer_exposed_wait_pct.push_back(pct(d));

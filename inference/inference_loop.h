@@ -1,14 +1,20 @@
 // A simulated inference loop over the client library, shared by engram-demo
 // and engram-bench-client.
 //
-// A batch of sequences reads a token trace: one prefill step of `prefill`
-// tokens per sequence, then `decode_steps` steps of one token. Each step is
-// prefetched through EngramClient at token time; then `blocks` transformer
-// blocks of `block_time` simulated compute run (the thread sleeps, as a host
-// thread does while an accelerator computes), and at each Engram layer's
-// block the loop blocks in Step::WaitArrived for that layer's rows, then
-// gathers them with Step::Wait. The time spent blocked in WaitArrived is the
-// exposed wait; it is reported as a share of step time over decode steps.
+// A batch of sequences reads a token trace: a prefill of `prefill` tokens
+// per sequence, in chunks of `prefill_chunk`, then `decode_steps` steps of
+// one token. Each step is prefetched through EngramClient at token time;
+// then `blocks` transformer blocks of `block_time` simulated compute run
+// (the thread sleeps, as a host thread does while an accelerator computes),
+// and at each Engram layer's block the loop blocks in Step::WaitArrived for
+// that layer's rows, then gathers them with Step::Wait. The time spent
+// blocked in WaitArrived is the exposed wait; it is reported as a share of
+// step time, for decode steps and for prefill chunks separately.
+//
+// A prefill's tokens are all known up front, so chunk k + 1 is prefetched
+// as chunk k's compute begins (EngramClient's chunked-prefill pattern): its
+// rows arrive while chunk k computes. Only the first chunk's fetch has
+// nothing to hide behind.
 //
 //   TokenTrace trace = *TokenTrace::Load("workload.trace");
 //   InferenceLoopOptions o;
@@ -58,12 +64,17 @@ class TokenTrace {
 struct InferenceLoopOptions {
   // The token source. REQUIRED; at least prefill + decode_steps tokens.
   const TokenTrace* trace = nullptr;
-  int batch = 64;          // sequences per step
-  int prefill = 128;       // prefill tokens per sequence (step 0); 0 = none
+  int batch = 64;     // sequences per step
+  int prefill = 128;  // prefill tokens per sequence; 0 = none
+  // Tokens per sequence in one prefill chunk (a step of its own); 0 = the
+  // whole prefill in one chunk.
+  int prefill_chunk = 0;
   int decode_steps = 150;  // one-token steps after the prefill
   int blocks = 40;         // simulated transformer blocks per step
   // Simulated compute per block; zero = none (the loop then measures the
   // client back to back: each step is prefetch, then wait for every layer).
+  // Give the client the same (ClientOptions::block_time), so the need-bys
+  // it sends the shards match the loop's blocks.
   absl::Duration block_time = absl::Microseconds(500);
   // The block at which each Engram layer's rows are needed, one per client
   // layer; empty = the layout's engram_layer_ids. Each must be < blocks.
@@ -105,6 +116,12 @@ struct InferenceLoopResult {
   double exposed_wait_seconds = 0;
   double exposed_wait_pct = 0;
   std::vector<double> layer_exposed_wait_pct;
+  // The same over the prefill chunks (their time: from a chunk's compute
+  // starting to its last block, the next chunk's Prefetch included).
+  int prefill_chunks = 0;
+  double prefill_seconds = 0;
+  double prefill_exposed_wait_seconds = 0;
+  double prefill_exposed_wait_pct = 0;
   double prefetch_seconds = 0;  // Prefetch (hash + send), decode steps
   double gather_seconds = 0;    // Wait's copy/dequantisation, decode steps
   // How much later than planned the loop woke from its block sleeps, decode

@@ -23,6 +23,7 @@ constexpr uint32_t kRequestTable = 1;
 constexpr uint32_t kRequestVersion = 2;
 constexpr uint32_t kRequestLayers = 3;
 constexpr uint32_t kRequestSourceChecksum = 4;
+constexpr uint32_t kRequestNeedWithinUs = 5;
 constexpr uint32_t kLayerRowsLayer = 1;
 constexpr uint32_t kLayerRowsRowIds = 2;
 constexpr uint32_t kResponseVersion = 1;
@@ -306,6 +307,10 @@ absl::Status ParseRequest(Reader& r, size_t max_rows, LookupQuery* query) {
       }
     } else if (field == kRequestVersion && wire_type == kVarint) {
       if (!r.ReadVarint(&query->version)) return Malformed(kWhat, "bad version");
+    } else if (field == kRequestNeedWithinUs && wire_type == kVarint) {
+      uint64_t us;
+      if (!r.ReadVarint(&us)) return Malformed(kWhat, "bad need_within_us");
+      query->need_within_us = static_cast<uint32_t>(us);  // uint32: as protobuf truncates
     } else if (field == kRequestLayers && wire_type == kLengthDelimited) {
       size_t length, layer_end;
       if (!ReadLength(r, end, &length, &layer_end)) {
@@ -401,7 +406,7 @@ absl::Status ParseLookupRequest(const grpc::ByteBuffer& buffer, size_t max_rows,
 
 grpc::Slice EncodeLookupRequest(std::string_view table, uint64_t version,
                                 std::span<const LayerRowIds> layers,
-                                std::string_view source_checksum) {
+                                std::string_view source_checksum, uint32_t need_within_us) {
   auto packed_size = [](std::span<const uint64_t> ids) {
     size_t n = 0;
     for (uint64_t id : ids) n += VarintSize(id);
@@ -423,6 +428,7 @@ grpc::Slice EncodeLookupRequest(std::string_view table, uint64_t version,
   if (!source_checksum.empty()) {
     size += 1 + VarintSize(source_checksum.size()) + source_checksum.size();
   }
+  if (need_within_us != 0) size += 1 + VarintSize(need_within_us);
   if (size == 0) return grpc::Slice();
 
   uint8_t* p;
@@ -455,6 +461,11 @@ grpc::Slice EncodeLookupRequest(std::string_view table, uint64_t version,
     *p++ = Tag(kRequestSourceChecksum, kLengthDelimited);
     p = WriteVarint(source_checksum.size(), p);
     std::memcpy(p, source_checksum.data(), source_checksum.size());
+    p += source_checksum.size();
+  }
+  if (need_within_us != 0) {
+    *p++ = Tag(kRequestNeedWithinUs, kVarint);
+    p = WriteVarint(need_within_us, p);
   }
   return slice;
 }

@@ -48,6 +48,7 @@ struct LookupQuery {
   std::string table;
   uint64_t version = 0;
   std::string source_checksum;     // empty when the request has none
+  uint32_t need_within_us = 0;     // 0 when the request has none
   std::vector<LayerRange> layers;  // in request order (a layer may repeat); none empty
   std::vector<uint64_t> ids;       // all layers' row ids, in request order
   // The highest layer named by a LayerRows entry without row ids (such
@@ -59,6 +60,7 @@ struct LookupQuery {
     table.clear();
     version = 0;
     source_checksum.clear();
+    need_within_us = 0;
     layers.clear();
     ids.clear();
     max_empty_layer = -1;
@@ -87,9 +89,10 @@ struct LayerRowIds {
 
 // Serializes a LookupRequest (row ids packed) into one slice of exactly its
 // size; byte-identical to protobuf's serialization of the same message.
+// `need_within_us`: LookupRequest.need_within_us (0 = not sent).
 grpc::Slice EncodeLookupRequest(std::string_view table, uint64_t version,
                                 std::span<const LayerRowIds> layers,
-                                std::string_view source_checksum = {});
+                                std::string_view source_checksum = {}, uint32_t need_within_us = 0);
 
 // Bytes of a serialized LookupResponse carrying `rows_bytes` row bytes.
 size_t LookupResponseSize(uint64_t version, size_t rows_bytes);

@@ -32,6 +32,7 @@ struct Flat {
   Layers layers;
   std::string source_checksum;
   int64_t max_empty_layer = -1;  // Kept() form: the highest layer of a dropped entry
+  uint32_t need_within_us = 0;
   bool operator==(const Flat&) const = default;
 };
 
@@ -52,6 +53,7 @@ Flat Kept(Flat flat) {
 
 Flat FromProto(const v1::LookupRequest& request) {
   Flat flat{request.table(), request.version(), {}, request.source_checksum()};
+  flat.need_within_us = request.need_within_us();
   for (const v1::LayerRows& l : request.layers()) {
     flat.layers.emplace_back(l.layer(),
                              std::vector<uint64_t>(l.row_ids().begin(), l.row_ids().end()));
@@ -61,6 +63,7 @@ Flat FromProto(const v1::LookupRequest& request) {
 
 Flat FromQuery(const LookupQuery& query) {
   Flat flat{query.table, query.version, {}, query.source_checksum, query.max_empty_layer};
+  flat.need_within_us = query.need_within_us;
   for (const LayerRange& l : query.layers) {
     flat.layers.emplace_back(l.layer, std::vector<uint64_t>(query.ids.begin() + l.begin,
                                                             query.ids.begin() + l.begin + l.count));
@@ -73,6 +76,7 @@ v1::LookupRequest ToProto(const Flat& flat) {
   request.set_table(flat.table);
   request.set_version(flat.version);
   request.set_source_checksum(flat.source_checksum);
+  request.set_need_within_us(flat.need_within_us);
   for (const auto& [layer, ids] : flat.layers) {
     v1::LayerRows* l = request.add_layers();
     l->set_layer(layer);
@@ -105,7 +109,17 @@ std::vector<Flat> SampleRequests() {
   std::mt19937_64 rng(7);
   std::vector<uint64_t> many(5000);
   for (uint64_t& id : many) id = rng() >> (rng() % 64);
+  // need_within_us: one byte, the largest, and alone.
+  Flat timed{"engram-synthetic", 1, {{0, {3, 5}}, {1, {7}}}, "xxh3_64:0123456789abcdef"};
+  timed.need_within_us = 500;
+  Flat longest{"t", 2, {{0, {1}}}};
+  longest.need_within_us = ~uint32_t{0};
+  Flat only;
+  only.need_within_us = 1;
   return {
+      timed,
+      longest,
+      only,
       Flat{},
       Flat{"t", 0, {}},
       Flat{"", 3, {{0, {}}}},
@@ -123,8 +137,8 @@ TEST(WireRequest, EncodeMatchesProtobufSerializer) {
   for (const Flat& flat : SampleRequests()) {
     std::vector<LayerRowIds> layers;
     for (const auto& [layer, ids] : flat.layers) layers.push_back({layer, ids});
-    const grpc::Slice slice =
-        EncodeLookupRequest(flat.table, flat.version, layers, flat.source_checksum);
+    const grpc::Slice slice = EncodeLookupRequest(flat.table, flat.version, layers,
+                                                  flat.source_checksum, flat.need_within_us);
     EXPECT_EQ(SliceString(slice), ToProto(flat).SerializeAsString());
   }
 }

@@ -1,6 +1,7 @@
 #include "service/store_service.h"
 
 #include <algorithm>
+#include <chrono>
 #include <string>
 #include <utility>
 
@@ -23,6 +24,11 @@ constexpr size_t kMaxPooledIds = size_t{1} << 17;
 // this many rows (smaller ones are not worth a thread hand-off).
 constexpr size_t kMinGatherShareRows = 2048;
 
+// The need-by of a request without need_within_us and without a deadline:
+// behind every request that needs its rows sooner, ahead of none that
+// arrived a second later.
+constexpr absl::Duration kDefaultNeedWithin = absl::Seconds(1);
+
 }  // namespace
 
 // One share of a request's gather (GatherPool part).
@@ -43,6 +49,7 @@ struct StoreService::Call {
   absl::Time start;
   absl::Time read_start;
   absl::Time deadline;                  // the caller's; InfiniteFuture when none
+  absl::Time need_by;                   // orders its disk reads (NeedBy)
   std::shared_ptr<ServingTable> table;  // the version this call is served from
 };
 
@@ -144,7 +151,11 @@ grpc::ServerUnaryReactor* StoreService::Lookup(grpc::CallbackServerContext* cont
   }
   std::unique_ptr<Call> call = NewCall();
   call->start = absl::Now();
-  call->deadline = absl::FromChrono(context->deadline());
+  // No deadline: gRPC's time_point::max(), which is no absl::Time.
+  const std::chrono::system_clock::time_point deadline = context->deadline();
+  call->deadline = deadline == std::chrono::system_clock::time_point::max()
+                       ? absl::InfiniteFuture()
+                       : absl::FromChrono(deadline);
   call->done = [reactor, response](const absl::Status& status, grpc::Slice rows) {
     if (status.ok()) {
       grpc::ByteBuffer buffer(&rows, 1);
@@ -169,6 +180,12 @@ void StoreService::LookupBytes(std::span<const uint8_t> request, LookupDone done
   const absl::Status parsed =
       wire::ParseLookupRequest(request, max_rows_per_request_, &call->query);
   Serve(std::move(call), parsed);
+}
+
+absl::Time StoreService::NeedBy(absl::Time arrival, uint32_t need_within_us, absl::Time deadline) {
+  if (need_within_us != 0) return arrival + absl::Microseconds(need_within_us);
+  if (deadline != absl::InfiniteFuture()) return deadline;
+  return arrival + kDefaultNeedWithin;
 }
 
 void StoreService::Serve(std::unique_ptr<Call> call, absl::Status status) {
@@ -204,6 +221,7 @@ void StoreService::Serve(std::unique_ptr<Call> call, absl::Status status) {
   // The reader thread owns the call from here; Finish, which the
   // completion calls, answers it.
   call->read_start = absl::Now();
+  call->need_by = NeedBy(call->start, call->query.need_within_us, call->deadline);
   Call* pending = call.release();
   pending->table->store().ReadRowsAsync(
       pending->misses,
@@ -221,7 +239,7 @@ void StoreService::Serve(std::unique_ptr<Call> call, absl::Status status) {
         }
         Finish(std::move(done), read);
       },
-      pending->deadline);
+      pending->deadline, pending->need_by);
 }
 
 void StoreService::Gather(Call& call) {

@@ -15,6 +15,8 @@
 // it is parsed; past max_inflight_requests, a Lookup is answered
 // RESOURCE_EXHAUSTED at once. A call's deadline is honoured: past it, the
 // call reads no more rows from disk and is answered DEADLINE_EXCEEDED.
+// A call's disk reads queue by its need-by (NeedBy), earliest first, with
+// every other call's, gRPC and row stream.
 //
 // The row stream (service/stream_server.h) serves the same Lookup through
 // LookupBytes.
@@ -103,6 +105,12 @@ class StoreService final : public v1::EngramStore::WithRawCallbackMethod_Lookup<
   // and version exactly (FAILED_PRECONDITION otherwise: rows of another
   // version are never served), layers, row ranges, row ownership.
   static absl::Status Validate(const ServingTable& table, const wire::LookupQuery& query);
+
+  // When a request that arrived at `arrival` needs its rows
+  // (RowStore::ReadRowsAsync's need_by): `need_within_us` after arrival
+  // (LookupRequest.need_within_us); without it (0), its deadline; without
+  // either, one second after arrival.
+  static absl::Time NeedBy(absl::Time arrival, uint32_t need_within_us, absl::Time deadline);
 
  private:
   struct Call;  // the state of one Lookup, pooled

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
-#include <deque>
+#include <limits>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -35,11 +35,25 @@ struct Request {
   size_t batch = 0;
   size_t n_chunks = 0;
   absl::Time deadline = absl::InfiniteFuture();
+  absl::Time need_by = absl::InfiniteFuture();  // orders the reader queue
   std::atomic<size_t> next_chunk{0};
   std::atomic<size_t> chunks_left{0};
   absl::Mutex mu;
   absl::Status status ABSL_GUARDED_BY(mu);
   std::function<void(absl::Status)> done;
+};
+
+// A claim on a request in the reader queue. The queue is a min-heap by
+// (need_by, seq): the earliest need-by first, FIFO among equal ones.
+struct Token {
+  absl::Time need_by = absl::InfiniteFuture();
+  uint64_t seq = 0;
+  std::shared_ptr<Request> req;
+};
+struct LaterToken {
+  bool operator()(const Token& a, const Token& b) const {
+    return a.need_by != b.need_by ? a.need_by > b.need_by : a.seq > b.seq;
+  }
 };
 
 // Per-thread MultiGet buffers, reused across chunks.
@@ -107,13 +121,13 @@ class RowStoreImpl final : public RowStore {
     // small request never waits for a pool thread.
     Dispatch(req, req->n_chunks - 1);
     Scratch scratch(batch_);
-    RunChunks(*req, scratch);
+    RunChunks(*req, scratch, /*may_yield=*/false);
     finished.WaitForNotification();
     return result;
   }
 
   void ReadRowsAsync(std::span<const RowRef> refs, std::function<void(absl::Status)> done,
-                     absl::Time deadline) override {
+                     absl::Time deadline, absl::Time need_by) override {
     if (refs.empty()) {
       done(ReadRows(refs));
       return;
@@ -121,6 +135,7 @@ class RowStoreImpl final : public RowStore {
     std::shared_ptr<Request> req = Prepare(refs, std::move(done));
     if (req == nullptr) return;
     req->deadline = deadline;
+    req->need_by = need_by;
     Dispatch(req, req->n_chunks);
   }
 
@@ -139,7 +154,12 @@ class RowStoreImpl final : public RowStore {
   bool HasWorkOrStopping() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return stopping_ || !queue_.empty();
   }
-  void RunChunks(Request& req, Scratch& scratch);
+  void PushLocked(Token token) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Token PopLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Reads chunks of `req` until none is left. With `may_yield` (a reader
+  // thread), returns false between two chunks when a queued request needs
+  // its rows before `req` does, leaving the rest of `req` unclaimed.
+  bool RunChunks(Request& req, Scratch& scratch, bool may_yield);
   absl::Status ReadChunk(Request& req, size_t begin, size_t end, Scratch& scratch);
   // DATA_LOSS (or INTERNAL) for `key`: `what` is wrong with it.
   absl::Status RowError(uint64_t key, const std::string& what, const rocksdb::Status& st) const;
@@ -164,9 +184,15 @@ class RowStoreImpl final : public RowStore {
   std::atomic<uint64_t> damaged_rows_{0};
   // Rows not read because their request's deadline had passed.
   std::atomic<uint64_t> expired_rows_{0};
+  // Rows read after their request's need-by.
+  std::atomic<uint64_t> late_rows_{0};
 
   mutable absl::Mutex mu_;
-  std::deque<std::shared_ptr<Request>> queue_ ABSL_GUARDED_BY(mu_);
+  std::vector<Token> queue_ ABSL_GUARDED_BY(mu_);  // a heap, LaterToken
+  uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  // The need-by of the queue's first token (Unix ns; int64 max when the
+  // queue is empty), read without the lock between chunks.
+  std::atomic<int64_t> earliest_queued_{std::numeric_limits<int64_t>::max()};
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
 };
@@ -211,28 +237,53 @@ void RowStoreImpl::Dispatch(const std::shared_ptr<Request>& req, size_t tokens) 
   tokens = std::min(tokens, threads_.size());
   if (tokens == 0) return;
   absl::MutexLock lock(&mu_);
-  for (size_t i = 0; i < tokens; ++i) queue_.push_back(req);
+  for (size_t i = 0; i < tokens; ++i) PushLocked({req->need_by, next_seq_++, req});
+}
+
+void RowStoreImpl::PushLocked(Token token) {
+  queue_.push_back(std::move(token));
+  std::push_heap(queue_.begin(), queue_.end(), LaterToken());
+  earliest_queued_.store(absl::ToUnixNanos(queue_.front().need_by), std::memory_order_relaxed);
+}
+
+Token RowStoreImpl::PopLocked() {
+  std::pop_heap(queue_.begin(), queue_.end(), LaterToken());
+  Token token = std::move(queue_.back());
+  queue_.pop_back();
+  earliest_queued_.store(queue_.empty() ? std::numeric_limits<int64_t>::max()
+                                        : absl::ToUnixNanos(queue_.front().need_by),
+                         std::memory_order_relaxed);
+  return token;
 }
 
 void RowStoreImpl::WorkerLoop() {
   Scratch scratch(batch_);
   for (;;) {
-    std::shared_ptr<Request> req;
+    Token token;
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(this, &RowStoreImpl::HasWorkOrStopping));
       if (queue_.empty()) return;  // stopping
-      req = std::move(queue_.front());
-      queue_.pop_front();
+      token = PopLocked();
     }
-    RunChunks(*req, scratch);
+    if (!RunChunks(*token.req, scratch, /*may_yield=*/true)) {
+      // Back in line with its own place among equals; the earlier request
+      // is taken next.
+      absl::MutexLock lock(&mu_);
+      PushLocked(std::move(token));
+    }
   }
 }
 
-void RowStoreImpl::RunChunks(Request& req, Scratch& scratch) {
+bool RowStoreImpl::RunChunks(Request& req, Scratch& scratch, bool may_yield) {
+  const int64_t need_by_ns = absl::ToUnixNanos(req.need_by);
   for (;;) {
+    if (may_yield && earliest_queued_.load(std::memory_order_relaxed) < need_by_ns &&
+        req.next_chunk.load(std::memory_order_relaxed) < req.n_chunks) {
+      return false;
+    }
     const size_t c = req.next_chunk.fetch_add(1, std::memory_order_relaxed);
-    if (c >= req.n_chunks) return;
+    if (c >= req.n_chunks) return true;
     const size_t begin = c * req.batch;
     const size_t end = std::min(begin + req.batch, req.items.size());
     absl::Status s;
@@ -244,6 +295,9 @@ void RowStoreImpl::RunChunks(Request& req, Scratch& scratch) {
                        req.items.size(), " rows from disk)"));
     } else {
       s = ReadChunk(req, begin, end, scratch);
+      if (req.need_by != absl::InfiniteFuture() && absl::Now() > req.need_by) {
+        late_rows_.fetch_add(end - begin, std::memory_order_relaxed);
+      }
     }
     if (!s.ok()) {
       absl::MutexLock lock(&req.mu);
@@ -378,6 +432,7 @@ std::vector<std::pair<std::string, double>> RowStoreImpl::Stats() const {
                    static_cast<double>(damaged_rows_.load(std::memory_order_relaxed)));
   out.emplace_back("expired_rows",
                    static_cast<double>(expired_rows_.load(std::memory_order_relaxed)));
+  out.emplace_back("late_rows", static_cast<double>(late_rows_.load(std::memory_order_relaxed)));
   uint64_t zeroed = 0;
   for (const std::unique_ptr<MappingGuard>& g : db_guards_) zeroed += g->zeroed_pages();
   out.emplace_back("unreadable_pages", static_cast<double>(zeroed));

@@ -110,8 +110,19 @@ class RowStore {
   // past it, or whose deadline expires between two MultiGets, finishes with
   // DEADLINE_EXCEEDED, and the rows it did not read count in Stats'
   // expired_rows.
+  //
+  // `need_by`: when the caller needs the rows. The reader threads serve the
+  // queued requests, of every caller, earliest need-by first (in arrival
+  // order among equal need-bys); every chunk of a request has its
+  // need-by. A reader re-queues the rest of its request between two
+  // MultiGets when a request that needs its rows earlier is waiting, so a
+  // large request delays an urgent one by at most one MultiGet per reader.
+  // InfiniteFuture = after every request that has a need-by (the blocking
+  // ReadRows' helpers queue so too). Rows read after their need-by count in
+  // Stats' late_rows.
   virtual void ReadRowsAsync(std::span<const RowRef> refs, std::function<void(absl::Status)> done,
-                             absl::Time deadline = absl::InfiniteFuture()) = 0;
+                             absl::Time deadline = absl::InfiniteFuture(),
+                             absl::Time need_by = absl::InfiniteFuture()) = 0;
 
   // RocksDB's own counters and properties, for metrics (name -> value):
   // rocksdb_index_memory_bytes (table readers, i.e. the resident index),
@@ -120,8 +131,8 @@ class RowStore {
   // rocksdb_file_read_bytes (SST reads), rocksdb_block_checksums (blocks
   // verified) and rocksdb_block_cache_hits; and the cumulative damaged_rows (rows reads found
   // missing, damaged or unreadable: DATA_LOSS), expired_rows (rows not read because their request's
-  // deadline had passed) and unreadable_pages (pages of mapped table files that faulted and now
-  // read as zeros).
+  // deadline had passed), late_rows (rows read after their request's need-by) and
+  // unreadable_pages (pages of mapped table files that faulted and now read as zeros).
   virtual std::vector<std::pair<std::string, double>> Stats() const = 0;
 };
 

@@ -64,6 +64,9 @@ static const engram::InferenceLoopOptions kLoopDefaults;
 
 ABSL_FLAG(int32_t, batch, kLoopDefaults.batch, "sequences per step");
 ABSL_FLAG(int32_t, prefill, kLoopDefaults.prefill, "prefill tokens per sequence");
+ABSL_FLAG(int32_t, prefill_chunk, 32,
+          "prefill tokens per sequence in one chunk (0 = the whole prefill); chunk k + 1 is "
+          "prefetched while chunk k computes");
 ABSL_FLAG(int32_t, blocks, kLoopDefaults.blocks, "simulated transformer blocks per step");
 ABSL_FLAG(std::string, block_us, "0,100,500",
           "simulated compute per block, microseconds (0 = closed loop)");
@@ -178,6 +181,7 @@ absl::StatusOr<RunOutcome> RunOne(const Env& env, const RunSpec& spec) {
       absl::GetFlag(FLAGS_transport) == "grpc" ? Transport::kGrpc : Transport::kRowStream;
   co.worker_cache_bytes = worker_cache_bytes;
   if (co.worker_cache_bytes > 0) co.worker_cache_profiles = dep->hot_profiles();
+  co.block_time = spec.block;  // the loop's: each layer's need-by on the shards
   ASSIGN_OR_RETURN(std::unique_ptr<EngramClient> client, EngramClient::Create(co));
   ASSIGN_OR_RETURN(TierRows before, dep->Tiers());
 
@@ -188,6 +192,7 @@ absl::StatusOr<RunOutcome> RunOne(const Env& env, const RunSpec& spec) {
   lo.trace = &env.trace;
   lo.batch = absl::GetFlag(FLAGS_batch);
   lo.prefill = absl::GetFlag(FLAGS_prefill);
+  lo.prefill_chunk = absl::GetFlag(FLAGS_prefill_chunk);
   lo.decode_steps = spec.decode_steps;
   lo.blocks = absl::GetFlag(FLAGS_blocks);
   lo.block_time = spec.block;
@@ -198,9 +203,10 @@ absl::StatusOr<RunOutcome> RunOne(const Env& env, const RunSpec& spec) {
   lo.measure_skew = spec.measure_skew;
   lo.max_run_time = absl::Seconds(absl::GetFlag(FLAGS_max_run_seconds));
   double shard_cpu0 = dep->cpu_seconds();
-  const bool has_prefill = lo.prefill > 0;
-  lo.progress = [&](int done, int) {  // the decode steps start after step 1
-    if (has_prefill && done == 1) shard_cpu0 = dep->cpu_seconds();
+  const int chunk = lo.prefill_chunk > 0 ? std::min(lo.prefill_chunk, lo.prefill) : lo.prefill;
+  const int prefill_chunks = lo.prefill > 0 ? (lo.prefill + chunk - 1) / chunk : 0;
+  lo.progress = [&](int done, int) {  // the decode steps start after the prefill's chunks
+    if (prefill_chunks > 0 && done == prefill_chunks) shard_cpu0 = dep->cpu_seconds();
   };
   ASSIGN_OR_RETURN(InferenceLoopResult r, RunInferenceLoop(*client, lo));
   out.loop = std::move(r);

@@ -43,7 +43,8 @@ void PrintClosedLoop(const std::vector<RunOutcome>& runs) {
 void PrintSimulated(const ReportSetup& setup, const std::vector<RunOutcome>& runs) {
   std::printf(
       "\nsimulated compute (%d blocks; exposed wait = time blocked in WaitArrived, %% of step\n"
-      "time; late = the loop woke late from its block sleeps, CPU contention)\n",
+      "time; late = the loop woke late from its block sleeps, CPU contention; prefill exp = the\n"
+      "same over the prefill chunks, each prefetched while the chunk before computes)\n",
       setup.blocks);
   std::string layers;
   for (int64_t b : setup.layer_blocks) {
@@ -53,9 +54,9 @@ void PrintSimulated(const ReportSetup& setup, const std::vector<RunOutcome>& run
   for (int64_t b : setup.layer_blocks) {
     absl::StrAppend(&fetch, absl::StrFormat(" %15s", absl::StrCat("fetch", b, " p50/p99")));
   }
-  std::printf("%6s %6s %6s %5s %8s%s %7s%s %15s %7s %7s %15s\n", "shards", "us/blk", "local",
+  std::printf("%6s %6s %6s %5s %8s%s %7s%s %15s %7s %7s %15s %12s\n", "shards", "us/blk", "local",
               "steps", "exposed", layers.c_str(), "late %", fetch.c_str(), "step p50/p99", "hot %",
-              "local %", "CPU ms/step c+s");
+              "local %", "CPU ms/step c+s", "prefill exp");
   for (const RunOutcome& o : runs) {
     if (o.spec.block == absl::ZeroDuration()) continue;
     const InferenceLoopResult& r = o.loop;
@@ -69,12 +70,13 @@ void PrintSimulated(const ReportSetup& setup, const std::vector<RunOutcome>& run
     const double late_pct =
         r.decode_seconds > 0 ? 100.0 * r.late_wake_seconds / r.decode_seconds : 0;
     std::printf(
-        "%6d %6lld %5.0f%% %5d %7.2f%%%s %6.2f%%%s %6.2f/%6.2fms %6.1f%% %6.1f%% %6.2f + %6.2f\n",
+        "%6d %6lld %5.0f%% %5d %7.2f%%%s %6.2f%%%s %6.2f/%6.2fms %6.1f%% %6.1f%% %6.2f + %6.2f "
+        "%11.2f%%\n",
         o.spec.shards, static_cast<long long>(absl::ToInt64Microseconds(o.spec.block)),
         o.spec.local_cache_pct, r.decode_steps, r.exposed_wait_pct, per_layer.c_str(), late_pct,
         per_fetch.c_str(), Percentile(r.step_ms, 0.5), Percentile(r.step_ms, 0.99),
         o.tiers.hot_pct(), LocalHitPct(r), PerStepMs(r.decode_cpu_seconds, r),
-        PerStepMs(o.shard_cpu_seconds, r));
+        PerStepMs(o.shard_cpu_seconds, r), r.prefill_exposed_wait_pct);
   }
 }
 

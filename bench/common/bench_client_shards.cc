@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "bench/common/proc_stat.h"
 #include "common/format/shard_map.h"
@@ -94,6 +96,21 @@ absl::StatusOr<std::vector<Deployment::ShardCounters>> Deployment::Counters() co
     c.rows.pinned = scrape::SumSamples(samples, "engram_shard_rows_total", {{"tier", "pinned"}});
     c.rows.cached = scrape::SumSamples(samples, "engram_shard_rows_total", {{"tier", "cached"}});
     c.rows.disk = scrape::SumSamples(samples, "engram_shard_rows_total", {{"tier", "disk"}});
+    for (const scrape::Sample& sample : samples) {
+      if (sample.name != "engram_shard_rows_total") continue;
+      const auto layer = sample.labels.find("layer");
+      const auto tier = sample.labels.find("tier");
+      size_t l;
+      if (layer == sample.labels.end() || tier == sample.labels.end() ||
+          !absl::SimpleAtoi(layer->second, &l) || l >= 4096) {
+        continue;
+      }
+      if (c.layers.size() <= l) c.layers.resize(l + 1);
+      TierRows& t = c.layers[l];
+      if (tier->second == "pinned") t.pinned += sample.value;
+      if (tier->second == "cached") t.cached += sample.value;
+      if (tier->second == "disk") t.disk += sample.value;
+    }
     c.file_reads = scrape::SumSamples(samples, "engram_shard_rocksdb_file_reads", {});
     out.push_back(c);
   }

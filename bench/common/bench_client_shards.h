@@ -21,8 +21,8 @@
 
 namespace engram::bench {
 
-// Rows a deployment served since its start, by tier, summed over shards
-// and layers (the servers' engram_shard_rows_total).
+// Rows served, by tier (the servers' engram_shard_rows_total): Tiers()
+// sums them over shards and layers.
 struct TierRows {
   double pinned = 0, cached = 0, disk = 0;
   double total() const { return pinned + cached + disk; }
@@ -69,10 +69,13 @@ class Deployment {
   std::vector<int> stream_ports() const;
   double cpu_seconds() const;  // all shard processes
   absl::StatusOr<TierRows> Tiers() const;
-  // Per shard, shard 0 first: rows served by tier, and RocksDB's SST reads
+  // Per shard, shard 0 first: rows served by tier, over all layers and per
+  // Engram layer (the `layer` label; layer l's at layers[l], as many as
+  // the shard reports, so `rows` is their sum), and RocksDB's SST reads
   // (engram_shard_rocksdb_file_reads), since the shard started.
   struct ShardCounters {
     TierRows rows;
+    std::vector<TierRows> layers;
     double file_reads = 0;
   };
   absl::StatusOr<std::vector<ShardCounters>> Counters() const;

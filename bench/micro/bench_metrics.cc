@@ -31,6 +31,7 @@ std::vector<std::pair<std::string, double>> StoreStats() {
                            "rocksdb_keys",
                            "damaged_rows",
                            "expired_rows",
+                           "late_rows",
                            "unreadable_pages",
                            "rocksdb_multiget_calls",
                            "rocksdb_multiget_keys",

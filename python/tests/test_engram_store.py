@@ -67,6 +67,31 @@ def test_prefetch_wait_every_format_equals_the_table(client, cluster, table):
     assert checked > 0
 
 
+def test_chunked_prefill_prefetches_the_next_chunk_while_one_is_in_flight(client, cluster, table):
+    # docs/python.md's chunked prefill: chunk k + 1 is prefetched before
+    # chunk k's rows are waited for; every chunk's rows are the table's,
+    # hashed from the state the chunk before left.
+    B, K, chunks = 2, 5, 3
+    rng = np.random.default_rng(9)
+    seqs = [client.new_sequence() for _ in range(B)]
+    hasher = engram_store.Hasher(cluster.table)
+    states = [engram_store.HashState() for _ in range(B)]
+    tokens = rng.integers(0, hasher.vocab_size, size=(B, K * chunks), dtype=np.int64)
+    chunk = [np.ascontiguousarray(tokens[:, k * K:(k + 1) * K]) for k in range(chunks)]
+    step = client.prefetch(seqs, 0, chunk[0])
+    for k in range(chunks):
+        nxt = client.prefetch(seqs, (k + 1) * K, chunk[k + 1]) if k + 1 < chunks else None
+        ids = engram_store.hash_ids(hasher, chunk[k], k * K, states=states)
+        assert np.array_equal(step.row_ids(), ids)
+        for layer in range(client.n_layers):
+            out = out_array(client, layer, B, K, "raw")
+            step.wait(layer, out, format="raw")
+            assert same_bits(out, expected_rows(table, layer, ids[:, :, layer, :], "raw"))
+        step.close()
+        step = nxt
+    assert all(s.length == K * chunks for s in seqs)
+
+
 def test_torch_tensors_in_and_out(client, table):
     B, T = 2, 3
     tokens = torch.randint(0, 3000, (B, T), dtype=torch.int64)

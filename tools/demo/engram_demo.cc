@@ -44,6 +44,9 @@ static const engram::InferenceLoopOptions kLoopDefaults;
 
 ABSL_FLAG(int32_t, batch, kLoopDefaults.batch, "sequences per step");
 ABSL_FLAG(int32_t, prefill, kLoopDefaults.prefill, "prefill tokens per sequence");
+ABSL_FLAG(int32_t, prefill_chunk, 32,
+          "prefill tokens per sequence in one chunk (0 = the whole prefill); chunk k + 1 is "
+          "prefetched while chunk k computes");
 ABSL_FLAG(int32_t, decode_steps, kLoopDefaults.decode_steps, "decode steps after the prefill");
 ABSL_FLAG(int32_t, blocks, kLoopDefaults.blocks, "simulated transformer blocks per step");
 ABSL_FLAG(int32_t, block_us,
@@ -124,6 +127,7 @@ int Run() {
     exposer->exposer().RegisterCollectable(o.metrics_registry);
     std::fprintf(stderr, "demo: client metrics on 127.0.0.1:%d\n", exposer->port());
   }
+  o.block_time = absl::Microseconds(absl::GetFlag(FLAGS_block_us));  // the layers' need-bys
   absl::StatusOr<std::unique_ptr<EngramClient>> created = EngramClient::Create(o);
   if (!created.ok()) return Fail(std::string(created.status().message()));
   EngramClient& client = **created;
@@ -136,6 +140,7 @@ int Run() {
   lo.trace = &*trace;
   lo.batch = absl::GetFlag(FLAGS_batch);
   lo.prefill = absl::GetFlag(FLAGS_prefill);
+  lo.prefill_chunk = absl::GetFlag(FLAGS_prefill_chunk);
   lo.decode_steps = absl::GetFlag(FLAGS_decode_steps);
   lo.blocks = absl::GetFlag(FLAGS_blocks);
   lo.block_time = absl::Microseconds(absl::GetFlag(FLAGS_block_us));
@@ -189,6 +194,10 @@ int Run() {
   }
   std::printf("%-44s %.2f / %.2f ms\n", "fetch latency p50 / p99 (decode step)",
               Percentile(r.layer_fetch_ms.back(), 0.50), Percentile(r.layer_fetch_ms.back(), 0.99));
+  if (r.prefill_chunks > 0) {
+    std::printf("%-44s %.1f%% of %d chunks' time (chunk k + 1 prefetched during chunk k)\n",
+                "exposed wait, prefill", r.prefill_exposed_wait_pct, r.prefill_chunks);
+  }
   std::printf("%-44s %.2f ms / %.2f ms\n", "prefetch (hash+send) / gather per step",
               1e3 * r.prefetch_seconds / std::max(1, D), 1e3 * r.gather_seconds / std::max(1, D));
   std::printf(
