@@ -112,7 +112,12 @@ struct ClientOptions {
   // single block, does not share the shards with the later ones. Off: each
   // layer is sent during Prefetch as soon as it is de-duplicated, so the
   // shards serve the first while the client de-duplicates the next (the
-  // most rows per second for a closed loop).
+  // most rows per second for a closed loop). With a disk tail, turn it off:
+  // the shards read every worker's tail rows earliest need-by first
+  // (block_time), so the first layer's go first anyway and a later layer's
+  // tail is read in its own window instead of after the first layer's
+  // arrival (what `engramctl plan --fetch-order deadline`, its default,
+  // models).
   bool pipeline_layers = true;
   // The worker's time per transformer block. Each Lookup tells its shard
   // when the rows are needed (LookupRequest.need_within_us): for Engram

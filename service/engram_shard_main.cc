@@ -145,6 +145,9 @@ void SetOption(std::optional<int>* field, int32_t value) {
     "(the rest is pinned from the profile; 0 = all pinned)")                          \
   X(std::string, hot_profile, hot_profile_path,                                       \
     "hot-row profile (default: DB/hot_profile.bin when present)")                     \
+  X(std::string, tier_plan, tier_plan_path,                                           \
+    "hot-tier placement, tier_plan.json from engramctl plan --write-tier-plan "       \
+    "(default: DB/tier_plan.json when present; none = frequency policy)")             \
   X(int32_t, threads, threads,                                                        \
     "max threads for gRPC's synchronous services (reflection; Lookup runs on "        \
     "gRPC's callback pool)")                                                          \

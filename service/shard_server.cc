@@ -16,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "common/net/prometheus_exposer.h"
 #include "common/net/tls.h"
@@ -288,6 +289,52 @@ absl::StatusOr<uint64_t> TierBudget(const ShardServerOptions& options, const std
   return tier;
 }
 
+// The tier plan of the version in `dir` (ShardServerOptions::
+// tier_plan_path) into *tier; a bad one is an error naming the file, what
+// is wrong and how to fix it.
+absl::Status ApplyTierPlan(const ShardServerOptions& options, const std::string& dir, bool initial,
+                           const ShardMap& map, HotTierOptions* tier) {
+  if (options.tier_plan_path == "none") return absl::OkStatus();
+  std::string path = initial ? options.tier_plan_path : "";
+  if (path.empty()) {
+    path = absl::StrCat(dir, "/", kTierPlanFile);
+    if (!FileExists(path)) return absl::OkStatus();
+  }
+  const std::string fix =
+      "; fix it (engramctl plan --write-tier-plan writes one), remove it, or start with "
+      "--tier-plan=none";
+  absl::StatusOr<TierPlanFile> plan = TierPlanFile::Load(path);
+  if (!plan.ok())
+    return absl::Status(plan.status().code(), absl::StrCat(plan.status().message(), fix));
+  HotTierOptions placed = *tier;
+  if (plan->cache_share_percent.has_value()) {
+    placed.cache_share_percent = *plan->cache_share_percent;
+  }
+  placed.layer_pin_shares = plan->layer_pin_shares();
+  if (!placed.layer_pin_shares.empty() && placed.layer_pin_shares.size() != map.layer_rows.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tier plan ", path, ": \"layer_pin_percent\" has ", placed.layer_pin_shares.size(),
+        " entries; the table has ", map.layer_rows.size(), " Engram layers (one each)", fix));
+  }
+  if (absl::Status s = placed.Validate(map.layer_rows.size()); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("tier plan ", path, ": ", s.message(), fix));
+  }
+  if (plan->ram_budget_bytes != 0 && plan->ram_budget_bytes != options.ram_budget_bytes) {
+    LogLine('W', absl::StrCat("engram-shard: tier plan ", path, " was chosen for --ram-budget ",
+                              plan->ram_budget_bytes, ", this shard has ", options.ram_budget_bytes,
+                              "; it is applied as is"));
+  }
+  LogLine('I', absl::StrCat("engram-shard: tier plan ", path, ": policy ",
+                            plan->policy == TierPlanFile::Policy::kWindow ? "window" : "frequency",
+                            ", cache share ", placed.cache_share_percent, "%",
+                            placed.layer_pin_shares.empty()
+                                ? ""
+                                : absl::StrCat(", layers pinned ",
+                                               absl::StrJoin(plan->layer_pin_percent, "%/"), "%")));
+  *tier = std::move(placed);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<ServingTable>> ShardServer::OpenTable(
@@ -322,6 +369,7 @@ absl::StatusOr<std::shared_ptr<ServingTable>> ShardServer::OpenTable(
     const std::string profile = absl::StrCat(dir, "/", kHotProfileFile);
     if (FileExists(profile)) tier_options.profile_path = profile;
   }
+  RETURN_IF_ERROR(ApplyTierPlan(options, dir, initial, (*store)->shard_map(), &tier_options));
   auto tier = HotTier::Build(**store, tier_options);
   if (!tier.ok()) return Annotate(tier.status(), "building the hot tier: ");
   return std::make_shared<ServingTable>(dir, std::move(*store), std::move(*tier));

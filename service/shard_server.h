@@ -109,6 +109,14 @@ struct ShardServerOptions {
   // Hot-row profile that decides which rows are pinned; empty = the shard
   // directory's hot_profile.bin when it exists.
   std::string hot_profile_path;
+  // The hot tier's placement, a tier_plan.json (shard/shard_format.h
+  // TierPlanFile: window-aware layer shares, the cache share); empty = the
+  // shard directory's tier_plan.json when it exists, for every version
+  // activated (its own directory's); "none" = no tier plan for any version
+  // (the frequency policy, hot_cache_share_percent). An explicit file is
+  // the first version's, like hot_profile_path. A tier plan's
+  // cache_share_percent replaces hot_cache_share_percent.
+  std::string tier_plan_path;
   // RAM the workers' local caches hold for the whole table
   // (ClientOptions::worker_cache_bytes): this shard's share of it, the
   // hottest rows of its profile, is not pinned here (they are served from

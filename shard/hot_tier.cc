@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
@@ -419,13 +421,68 @@ bool HotTierHoldsWholeShard(const ShardMap& map, uint32_t shard, uint64_t budget
   return budget_bytes > 0 && HotTierWholeShardBytes(map, shard) <= budget_bytes;
 }
 
+absl::Status HotTierOptions::Validate(size_t n_layers) const {
+  if (cache_share_percent > 100) {
+    return absl::InvalidArgumentError(absl::StrCat("hot tier cache share ", cache_share_percent,
+                                                   "% is not in 0..100 (cache_share_percent)"));
+  }
+  if (layer_pin_shares.empty()) return absl::OkStatus();
+  if (layer_pin_shares.size() != n_layers) {
+    return absl::InvalidArgumentError(absl::StrCat("layer_pin_shares has ", layer_pin_shares.size(),
+                                                   " shares; the table has ", n_layers,
+                                                   " Engram layers (one share each, or none)"));
+  }
+  double sum = 0;
+  for (size_t l = 0; l < layer_pin_shares.size(); ++l) {
+    const double v = layer_pin_shares[l];
+    if (!(v >= 0 && v <= 1)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("layer_pin_shares[", l, "] = ", v, " is not in [0, 1]"));
+    }
+    sum += v;
+  }
+  if (sum > 1 + kLayerShareSlack) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("layer_pin_shares sum to ", sum, ", over 1 (shares of the pinned budget)"));
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+// The pinned keys of `layer_pin_shares` (HotTierOptions): `rows` of the
+// profile's entries from `skip` on, each layer its own hottest up to its
+// share, the rest in profile order.
+void PinByLayerShares(const std::vector<HotProfileEntry>& profile, uint64_t skip, uint64_t rows,
+                      const std::vector<double>& shares, std::vector<uint64_t>* keys) {
+  std::vector<uint64_t> quota(shares.size());
+  uint64_t quotas = 0;
+  for (size_t l = 0; l < shares.size(); ++l) {
+    quota[l] = std::min<uint64_t>(
+        rows - quotas,
+        static_cast<uint64_t>(std::floor(shares[l] * static_cast<double>(rows) + 1e-9)));
+    quotas += quota[l];
+  }
+  std::vector<bool> taken(profile.size() - skip, false);
+  for (size_t i = skip; i < profile.size(); ++i) {
+    const uint32_t l = profile[i].layer;
+    if (l < quota.size() && quota[l] > 0) {
+      --quota[l];
+      taken[i - skip] = true;
+      keys->push_back(ShardKey(l, profile[i].row));
+    }
+  }
+  for (size_t i = skip; i < profile.size() && keys->size() < rows; ++i) {
+    if (!taken[i - skip]) keys->push_back(ShardKey(profile[i].layer, profile[i].row));
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<HotTierPlan> PlanHotTier(const ShardMap& map, uint32_t shard,
                                         const HotTierOptions& options,
                                         const std::vector<HotProfileEntry>* profile) {
-  if (options.cache_share_percent > 100) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("hot tier cache share ", options.cache_share_percent, "% is not in 0..100"));
-  }
+  RETURN_IF_ERROR(options.Validate(map.layer_rows.size()));
   HotTierPlan plan;
   plan.stride = Stride(map);
   const uint32_t stride = plan.stride;
@@ -449,8 +506,12 @@ absl::StatusOr<HotTierPlan> PlanHotTier(const ShardMap& map, uint32_t shard,
         MostThatFit(std::min<uint64_t>(profile->size() - skip, pin_budget / stride), pin_budget,
                     [&](uint64_t n) { return HotTierPinnedBytes(n, stride, false); });
     keys.reserve(pin_rows);
-    for (size_t i = skip; i < profile->size() && keys.size() < pin_rows; ++i) {
-      keys.push_back(ShardKey((*profile)[i].layer, (*profile)[i].row));
+    if (options.layer_pin_shares.empty()) {
+      for (size_t i = skip; i < profile->size() && keys.size() < pin_rows; ++i) {
+        keys.push_back(ShardKey((*profile)[i].layer, (*profile)[i].row));
+      }
+    } else {
+      PinByLayerShares(*profile, skip, pin_rows, options.layer_pin_shares, &keys);
     }
   }
   const uint64_t pinned = keys.empty() ? 0 : HotTierPinnedBytes(keys.size(), stride, false);
@@ -470,10 +531,14 @@ absl::StatusOr<std::unique_ptr<HotTier>> HotTier::Build(RowStore& store,
   const bool use_profile =
       budget > 0 && !options.profile_path.empty() && !HotTierHoldsWholeShard(map, shard, budget);
   if (use_profile) {
-    // PlanHotTier uses at most the entries the worker caches hold and the
-    // pinned budget's rows after them: the rest of the file is only checked.
+    // By frequency, PlanHotTier uses at most the entries the worker caches
+    // hold and the pinned budget's rows after them: the rest of the file is
+    // only checked. By layer shares a layer's rows can lie anywhere in the
+    // file: every entry is kept (24 bytes each, until the rows are pinned).
     const uint64_t stride = Stride(map);
-    const uint64_t used = options.worker_cache_bytes / stride + budget / stride + 1;
+    const uint64_t used = options.layer_pin_shares.empty()
+                              ? options.worker_cache_bytes / stride + budget / stride + 1
+                              : std::numeric_limits<uint64_t>::max();
     ASSIGN_OR_RETURN(profile, ReadHotProfile(options.profile_path, map, shard, used));
   }
   ASSIGN_OR_RETURN(HotTierPlan plan,

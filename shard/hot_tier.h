@@ -36,6 +36,9 @@ namespace engram {
 
 // HotTierOptions::cache_share_percent's default, and the shard server's.
 inline constexpr uint32_t kHotTierCacheSharePercent = 20;
+// HotTierOptions::layer_pin_shares may sum to 1 plus this (rounding of
+// shares written as percentages).
+inline constexpr double kLayerShareSlack = 1e-9;
 
 struct HotTierOptions {
   // The tier's RAM, in bytes: pinned rows with their checksums and index,
@@ -65,6 +68,22 @@ struct HotTierOptions {
   uint64_t max_damaged_rows = 1024;
   // The scrubber's rates (0 = that walk off) and where it reports.
   ScrubberOptions scrub = {};
+  // Where the pinned budget goes, by layer (window-aware placement; a
+  // shard's tier_plan.json, shard/shard_format.h). Empty = by frequency:
+  // the profile's order across layers. Else one share per layer, each in
+  // [0, 1], summing to at most 1, of the rows the pinned budget holds:
+  // layer l pins its own hottest profile rows (after the workers' head,
+  // worker_cache_bytes) up to floor(share x rows); what is left (shares
+  // summing below 1, rounding, a share a layer cannot use because its
+  // profile rows run out) goes to the other rows in profile order. A first
+  // Engram layer has one block to fetch its tail, a later one many: a
+  // larger share for the first keeps its rows off the disk.
+  std::vector<double> layer_pin_shares = {};
+
+  // InvalidArgument naming the field: cache_share_percent over 100;
+  // layer_pin_shares not empty and not one share per layer of `n_layers`,
+  // a share outside [0, 1], or shares summing over 1.
+  absl::Status Validate(size_t n_layers) const;
 };
 
 // What a budget buys on one shard: the rows HotTier::Build pins and the
@@ -91,9 +110,10 @@ uint64_t HotTierWholeShardBytes(const ShardMap& map, uint32_t shard);
 // True when `budget_bytes` is at least HotTierWholeShardBytes (then no
 // profile is needed).
 bool HotTierHoldsWholeShard(const ShardMap& map, uint32_t shard, uint64_t budget_bytes);
-// The plan for `options` (budget, worker_cache_bytes, cache_share_percent;
-// its profile_path is not read: `profile` is the profile's entries, in file
-// order, or null for none). InvalidArgument for a cache share over 100.
+// The plan for `options` (budget, worker_cache_bytes, cache_share_percent,
+// layer_pin_shares; its profile_path is not read: `profile` is the
+// profile's entries, in file order, or null for none). InvalidArgument for
+// options that fail Validate.
 absl::StatusOr<HotTierPlan> PlanHotTier(const ShardMap& map, uint32_t shard,
                                         const HotTierOptions& options,
                                         const std::vector<HotProfileEntry>* profile);

@@ -303,6 +303,69 @@ TEST_F(HotTierTest, SkippedProfileHeadIsNotPinned) {
   }
 }
 
+// Layer shares: each layer pins its own hottest rows up to its share, the
+// rest goes in profile order; no shares is the frequency policy, a prefix.
+TEST_F(HotTierTest, LayerPinShares) {
+  const ShardMap& map = store_->shard_map();
+  absl::StatusOr<std::vector<HotProfileEntry>> profile = ReadHotProfile(ProfilePath(), map, 1);
+  ASSERT_TRUE(profile.ok());
+  HotTierOptions o{ShardBytes() / 10, ""};
+  o.cache_share_percent = 0;
+  absl::StatusOr<HotTierPlan> freq = PlanHotTier(map, 1, o, &*profile);
+  ASSERT_TRUE(freq.ok());
+  for (size_t i = 0; i < freq->pinned_keys.size(); ++i) {
+    ASSERT_EQ(freq->pinned_keys[i], ShardKey((*profile)[i].layer, (*profile)[i].row));
+  }
+  const uint64_t n = freq->pinned_keys.size();
+  for (double first : {0.0, 0.3, 0.5, 1.0}) {
+    o.layer_pin_shares = {first, 1 - first};
+    absl::StatusOr<HotTierPlan> p = PlanHotTier(map, 1, o, &*profile);
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_EQ(p->pinned_keys.size(), n);  // the same budget, other rows
+    EXPECT_EQ(p->bytes, freq->bytes);
+    uint64_t per_layer[2] = {0, 0};
+    for (uint64_t k : p->pinned_keys) ++per_layer[ShardKeyLayer(k)];
+    for (int l = 0; l < 2; ++l) {  // within its share (a row of rounding)
+      EXPECT_LE(per_layer[l], o.layer_pin_shares[l] * static_cast<double>(n) + 1) << first;
+    }
+  }
+  // A share a layer cannot use goes to the other: layer 1 alone in the
+  // profile, layer 0's 90% share pins layer 1's rows.
+  std::vector<HotProfileEntry> only1;
+  for (const HotProfileEntry& e : *profile) {
+    if (e.layer == 1) only1.push_back(e);
+  }
+  o.layer_pin_shares = {0.9, 0.1};
+  absl::StatusOr<HotTierPlan> p = PlanHotTier(map, 1, o, &only1);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->pinned_keys.size(), std::min<uint64_t>(n, only1.size()));
+  for (const auto& [shares, field] : std::vector<std::pair<std::vector<double>, std::string>>{
+           {{0.5}, "layer_pin_shares has 1"},
+           {{0.7, 0.4}, "layer_pin_shares sum to"},
+           {{-0.1, 0.5}, "layer_pin_shares[0]"},
+           {{0.5, std::nan("")}, "layer_pin_shares[1]"}}) {
+    o.layer_pin_shares = shares;
+    const absl::Status s = PlanHotTier(map, 1, o, &*profile).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_TRUE(absl::StrContains(s.message(), field)) << s.message();
+  }
+  // Build reads the whole profile: all of layer 1's share is pinned, rows
+  // far down the file included.
+  o.profile_path = ProfilePath();
+  o.layer_pin_shares = {0, 1};
+  absl::StatusOr<std::unique_ptr<HotTier>> tier = HotTier::Build(*store_, o);
+  ASSERT_TRUE(tier.ok()) << tier.status();
+  EXPECT_EQ((*tier)->pinned_bytes(), n * kRowBytes);
+  uint8_t row[kRowBytes];
+  uint64_t pinned1 = 0;
+  for (const HotProfileEntry& e : *profile) {
+    const bool pinned = (*tier)->Lookup(e.layer, e.row, row) == HotResult::kPinned;
+    EXPECT_TRUE(!pinned || e.layer == 1);
+    pinned1 += pinned;
+  }
+  EXPECT_EQ(pinned1, n);
+}
+
 TEST_F(HotTierTest, MissingProfileIsAnError) {
   absl::StatusOr<std::unique_ptr<HotTier>> t =
       HotTier::Build(*store_, {ShardBytes() / 10, dir_->Sub("absent.bin")});

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/util/file_util.h"
+#include "common/util/json_parse.h"
 #include "common/util/status_macros.h"
 #include "rocksdb/cache.h"
 #include "rocksdb/memtablerep.h"
@@ -18,6 +19,9 @@
 
 namespace engram {
 namespace {
+
+// layer_pin_percent may sum to 100 plus this share of it (rounding).
+constexpr double kTierPlanSlack = 1e-9;
 
 using nlohmann::json;
 
@@ -205,6 +209,102 @@ absl::StatusOr<ShardInfo> ShardInfo::Load(const std::string& path) {
 }
 
 absl::Status ShardInfo::Save(const std::string& path) const {
+  return WriteFileAtomically(path, ToJson());
+}
+
+std::vector<double> TierPlanFile::layer_pin_shares() const {
+  std::vector<double> shares;
+  if (policy != Policy::kWindow) return shares;
+  for (double p : layer_pin_percent) shares.push_back(p / 100);
+  return shares;
+}
+
+std::string TierPlanFile::ToJson() const {
+  json j;
+  j["policy"] = policy == Policy::kWindow ? "window" : "frequency";
+  if (cache_share_percent.has_value()) j["cache_share_percent"] = *cache_share_percent;
+  if (policy == Policy::kWindow) j["layer_pin_percent"] = layer_pin_percent;
+  if (ram_budget_bytes > 0) j["ram_budget_bytes"] = ram_budget_bytes;
+  if (predicted_exposed_wait_percent.has_value()) {
+    j["predicted_exposed_wait_percent"] = *predicted_exposed_wait_percent;
+  }
+  return j.dump(2) + "\n";
+}
+
+absl::StatusOr<TierPlanFile> TierPlanFile::FromJson(std::string_view text) {
+  absl::StatusOr<json> parsed = ParseJson(text);
+  if (!parsed.ok()) return parsed.status();
+  const json& j = *parsed;
+  auto bad = [](const std::string& what) { return absl::InvalidArgumentError(what); };
+  if (!j.is_object()) return bad("not a JSON object");
+  for (const auto& [key, value] : j.items()) {
+    if (key != "policy" && key != "cache_share_percent" && key != "layer_pin_percent" &&
+        key != "ram_budget_bytes" && key != "predicted_exposed_wait_percent") {
+      return bad(absl::StrCat(
+          "unknown member \"", key,
+          "\" (known: policy, cache_share_percent, layer_pin_percent, ram_budget_bytes, "
+          "predicted_exposed_wait_percent)"));
+    }
+  }
+  TierPlanFile f;
+  auto policy = j.find("policy");
+  if (policy == j.end() || !policy->is_string() ||
+      (*policy != "window" && *policy != "frequency")) {
+    return bad("\"policy\" must be \"window\" or \"frequency\"");
+  }
+  f.policy = *policy == "window" ? Policy::kWindow : Policy::kFrequency;
+  if (auto c = j.find("cache_share_percent"); c != j.end()) {
+    if (!c->is_number_unsigned() || c->get<uint64_t>() > 100) {
+      return bad("\"cache_share_percent\" must be a whole number 0..100");
+    }
+    f.cache_share_percent = c->get<uint32_t>();
+  }
+  auto layers = j.find("layer_pin_percent");
+  if (f.policy == Policy::kFrequency && layers != j.end()) {
+    return bad("policy \"frequency\" takes no \"layer_pin_percent\" (that is policy \"window\")");
+  }
+  if (f.policy == Policy::kWindow) {
+    if (layers == j.end() || !layers->is_array() || layers->empty()) {
+      return bad("policy \"window\" needs \"layer_pin_percent\": one percent per Engram layer");
+    }
+    double sum = 0;
+    for (size_t l = 0; l < layers->size(); ++l) {
+      const json& v = (*layers)[l];
+      if (!v.is_number() || !(v.get<double>() >= 0 && v.get<double>() <= 100)) {
+        return bad(absl::StrCat("\"layer_pin_percent\"[", l, "] must be a number 0..100"));
+      }
+      f.layer_pin_percent.push_back(v.get<double>());
+      sum += v.get<double>();
+    }
+    if (sum > 100 * (1 + kTierPlanSlack)) {
+      return bad(absl::StrCat("\"layer_pin_percent\" sums to ", sum, ", over 100"));
+    }
+  }
+  if (auto b = j.find("ram_budget_bytes"); b != j.end()) {
+    if (!b->is_number_unsigned()) return bad("\"ram_budget_bytes\" must be a whole number");
+    f.ram_budget_bytes = b->get<uint64_t>();
+  }
+  if (auto w = j.find("predicted_exposed_wait_percent"); w != j.end()) {
+    if (!w->is_number()) return bad("\"predicted_exposed_wait_percent\" must be a number");
+    f.predicted_exposed_wait_percent = w->get<double>();
+  }
+  return f;
+}
+
+absl::StatusOr<TierPlanFile> TierPlanFile::Load(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadFileToString(path);
+  if (!text.ok()) {
+    return absl::Status(text.status().code(),
+                        absl::StrCat("tier plan ", path, ": ", text.status().message()));
+  }
+  absl::StatusOr<TierPlanFile> f = FromJson(*text);
+  if (!f.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("tier plan ", path, ": ", f.status().message()));
+  }
+  return f;
+}
+
+absl::Status TierPlanFile::Save(const std::string& path) const {
   return WriteFileAtomically(path, ToJson());
 }
 

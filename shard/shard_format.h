@@ -7,6 +7,7 @@
 //                    (in the tail format of shard.json, TailFormat below);
 //                    plus one StoreIdentity record
 //   hot_profile.bin  optional access counts (common/format/hot_profile.h)
+//   tier_plan.json   optional placement of the hot tier (TierPlanFile)
 //
 // The RocksDB options live here too so both sides agree on them; each choice
 // and its measured effect is written down in docs/table-format.md.
@@ -14,6 +15,7 @@
 #define ENGRAM_SHARD_SHARD_FORMAT_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,6 +31,7 @@ namespace engram {
 inline constexpr char kShardInfoFile[] = "shard.json";
 inline constexpr char kShardDbDir[] = "rocksdb";
 inline constexpr char kHotProfileFile[] = "hot_profile.bin";
+inline constexpr char kTierPlanFile[] = "tier_plan.json";
 inline constexpr char kShardFormat[] = "engram-shard";
 inline constexpr int kShardFormatVersion = 1;
 
@@ -107,6 +110,43 @@ struct ShardInfo {
   std::string ToJson() const;
   static absl::StatusOr<ShardInfo> FromJson(std::string_view text);
   static absl::StatusOr<ShardInfo> Load(const std::string& path);
+  absl::Status Save(const std::string& path) const;  // atomic
+};
+
+// tier_plan.json: where the hot tier spends its budget, written by
+// `engramctl plan --write-tier-plan` for the budget it planned
+// (docs/table-format.md, "tier_plan.json"):
+//
+//   {"policy": "window", "cache_share_percent": 20,
+//    "layer_pin_percent": [70.0, 30.0], "ram_budget_bytes": 25165824,
+//    "predicted_exposed_wait_percent": 0.8}
+//
+// policy "window": layer_pin_percent, one per Engram layer, each in
+// [0, 100], summing to at most 100: each layer's percent of the pinned
+// budget (HotTierOptions::layer_pin_shares). policy "frequency": no
+// layer_pin_percent, the profile's order across layers. cache_share_percent
+// (optional, 0-100) replaces engram-shard's --hot-cache-share. The last two
+// members are optional and informational: the budget the plan was chosen
+// for (engram-shard warns when its --ram-budget differs) and its
+// prediction. Any other member is an error (a misspelt one would otherwise
+// be ignored).
+struct TierPlanFile {
+  enum class Policy { kFrequency, kWindow };
+  Policy policy = Policy::kFrequency;
+  std::optional<uint32_t> cache_share_percent;
+  std::vector<double> layer_pin_percent;  // policy kWindow only
+  uint64_t ram_budget_bytes = 0;          // 0 = not given
+  std::optional<double> predicted_exposed_wait_percent;
+
+  // HotTierOptions::layer_pin_shares: layer_pin_percent / 100 (empty for
+  // kFrequency).
+  std::vector<double> layer_pin_shares() const;
+
+  std::string ToJson() const;
+  // InvalidArgument naming the member that is wrong and what it must be.
+  static absl::StatusOr<TierPlanFile> FromJson(std::string_view text);
+  // FromJson's errors as "tier plan PATH: ..."; NotFound when absent.
+  static absl::StatusOr<TierPlanFile> Load(const std::string& path);
   absl::Status Save(const std::string& path) const;  // atomic
 };
 

@@ -58,7 +58,7 @@ PUBLIC = {
               "shard/row_store.h", "shard/shard_format.h", "shard/verify.h"},
     "shard/import": {"shard/import/importer.h", "shard/import/row_source.h",
                      "shard/import/gguf.h"},
-    "shard/plan": {"shard/plan/tier_plan.h", "shard/plan/tier_replay.h"},
+    "shard/plan": {"shard/plan/placement.h", "shard/plan/tier_plan.h", "shard/plan/tier_replay.h"},
     "service": {"service/shard_server.h", "service/auth.h"},
 }
 # Components whose public headers are self-contained: they include no header

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <regex>
@@ -24,6 +25,7 @@
 #include "shard/import/importer.h"
 #include "shard/plan/tier_plan.h"
 #include "shard/plan/tier_replay.h"
+#include "shard/shard_format.h"
 
 namespace engram {
 namespace {
@@ -346,7 +348,15 @@ TEST(PlanCli, EstimatesTheShardsFixedBytes) {
 TEST(PlanCli, TextOutput) {
   CliRun r = Engramctl(Base());
   ASSERT_EQ(r.code, 0) << (r.err.empty() ? "" : r.err[0]);
-  ASSERT_EQ(r.out.size(), 5u + 1 + 7 + 1);  // header, column names, 7 budgets, verdict
+  // Header, column names, 7 budgets, their 7 placements (--policy window,
+  // the default), verdict.
+  ASSERT_EQ(r.out.size(), 5u + 1 + 7 + 7 + 1);
+  EXPECT_TRUE(std::regex_match(r.out[13], std::regex(R"(plan: placement [0-9]+[KMGT]?: policy=)"
+                                                     R"((window|frequency) cache_share=[0-9]+%)"
+                                                     R"(( layer_pin=[0-9.]+%,[0-9.]+%)? )"
+                                                     R"(exposed_wait=[0-9.]+% )"
+                                                     R"(frequency_exposed_wait=[0-9.]+%)")))
+      << r.out[13];
   EXPECT_TRUE(absl::StartsWith(r.out[0], "plan: workload " + World::Get().work()));
   EXPECT_TRUE(std::regex_match(r.out.back(),
                                std::regex(R"(plan: smallest budget meeting exposed wait <= 1%: )"
@@ -377,7 +387,13 @@ TEST(PlanCli, JsonMatchesTheLibrary) {
     const uint64_t bytes = b["bytes"];
     EXPECT_GE(bytes, previous);  // ascending
     previous = bytes;
-    absl::StatusOr<BudgetReplay> want = replay->Run(bytes);
+    // The placement chosen for the budget, replayed.
+    TierPlacement placement;
+    placement.cache_share_percent = b["placement"]["cache_share_percent"];
+    for (double p : b["placement"]["layer_pin_percent"]) {
+      placement.layer_pin_shares.push_back(p / 100);
+    }
+    absl::StatusOr<BudgetReplay> want = replay->Run(bytes, placement);
     ASSERT_TRUE(want.ok());
     EXPECT_DOUBLE_EQ(b["hit_ratio"].get<double>(), want->hit_ratio());
     ASSERT_EQ(b["shards"].size(), kShards);
@@ -392,6 +408,59 @@ TEST(PlanCli, JsonMatchesTheLibrary) {
   EXPECT_EQ(tenth % 1024, 0u);
   EXPECT_NEAR(static_cast<double>(tenth), 0.1 * static_cast<double>(replay->shard_bytes()), 512);
   EXPECT_EQ(j["budgets"][2]["size"].get<std::string>(), absl::StrCat(tenth / 1024, "K"));
+}
+
+// --policy frequency is the replay's own policy; window is never
+// predicted worse; --target-exposed-wait searches whole percents and
+// --write-tier-plan writes what it found into every shard directory.
+TEST(PlanCli, PoliciesTargetAndTierPlans) {
+  std::vector<std::string> args = Base();
+  args.insert(args.end(), {"--json", "--budgets=10%", "--block-us=100", "--blocks=20",
+                           "--disk-iops=100000", "--tokens-per-second=200"});
+  std::vector<std::string> freq_args = args;
+  freq_args.push_back("--policy=frequency");
+  const CliRun f = Engramctl(freq_args);
+  ASSERT_EQ(f.code, 0) << (f.err.empty() ? "" : f.err[0]);
+  const nlohmann::json fj = nlohmann::json::parse(absl::StrJoin(f.out, "\n"));
+  std::unique_ptr<TierReplay> replay = Replay(true, World::Get().work());
+  ASSERT_NE(replay, nullptr);
+  absl::StatusOr<BudgetReplay> want = replay->Run(fj["budgets"][0]["bytes"].get<uint64_t>());
+  ASSERT_TRUE(want.ok());
+  EXPECT_DOUBLE_EQ(fj["budgets"][0]["hit_ratio"].get<double>(), want->hit_ratio());
+  EXPECT_EQ(fj["budgets"][0]["placement"]["policy"], "frequency");
+
+  std::vector<std::string> dirs;
+  for (uint32_t s = 0; s < kShards; ++s) dirs.push_back(World::Get().shard_dir(true, s));
+  args.insert(args.end(),
+              {"--target-exposed-wait=3%", "--write-tier-plan=" + absl::StrJoin(dirs, ",")});
+  const CliRun w = Engramctl(args);
+  ASSERT_EQ(w.code, 0) << (w.err.empty() ? "" : w.err[0]);
+  const nlohmann::json wj = nlohmann::json::parse(absl::StrJoin(w.out, "\n"));
+  EXPECT_LE(wj["budgets"][0]["exposed_wait_percent"].get<double>(),
+            fj["budgets"][0]["exposed_wait_percent"].get<double>());
+  ASSERT_TRUE(wj["budget_for_target"].is_object()) << wj.dump();
+  const nlohmann::json& t = wj["budget_for_target"];
+  EXPECT_LE(t["exposed_wait_percent"].get<double>(), 3.0);
+  EXPECT_EQ(t["percent_of_shard"].get<double>(), std::round(t["percent_of_shard"].get<double>()));
+  ASSERT_EQ(wj["tier_plans_written"].size(), kShards);
+  for (const std::string& dir : dirs) {
+    absl::StatusOr<TierPlanFile> file = TierPlanFile::Load(absl::StrCat(dir, "/", kTierPlanFile));
+    ASSERT_TRUE(file.ok()) << file.status();
+    EXPECT_EQ(file->ram_budget_bytes, t["bytes"].get<uint64_t>());
+    EXPECT_EQ(file->cache_share_percent, t["placement"]["cache_share_percent"].get<uint32_t>());
+    EXPECT_EQ(file->layer_pin_percent.size(), t["placement"]["layer_pin_percent"].size());
+    std::filesystem::remove(absl::StrCat(dir, "/", kTierPlanFile));  // other tests start servers
+  }
+  // The text form of the search: one line.
+  args.erase(std::find(args.begin(), args.end(), "--json"));
+  args.pop_back();
+  const CliRun text = Engramctl(args);
+  ASSERT_EQ(text.code, 0);
+  ASSERT_GE(text.out.size(), 2u);
+  EXPECT_TRUE(absl::StartsWith(
+      text.out[text.out.size() - 2],
+      absl::StrCat("plan: budget_for_target=", t["percent_of_shard"].get<double>(), "% size=")))
+      << text.out[text.out.size() - 2];
 }
 
 TEST(PlanCli, Png) {
@@ -446,6 +515,11 @@ TEST(PlanCli, BadInputIsOneLineAndExit2) {
       {{"--fixed-bytes=lots"}, "--fixed-bytes: "},
       {{"--target-exposed-wait=low"}, "--target-exposed-wait low"},
       {{"extra"}, "plan takes flags only, not 'extra'"},
+      {{"--policy=lru"}, "--policy lru: want window"},
+      {{"--fetch-order=random"}, "--fetch-order random: want deadline"},
+      {{"--write-tier-plan=" + World::Get().Sub("no-shard"), "--budgets=5%"},
+       "is not a shard directory"},
+      {{"--write-tier-plan=" + World::Get().Sub("no-shard")}, "--write-tier-plan needs the budget"},
   };
   for (const auto& [extra, want] : cases) {
     std::vector<std::string> args = Base();

@@ -34,6 +34,7 @@
 #include "service/testing/server_test_util.h"
 #include "service/testing/shard_process.h"
 #include "shard/import/importer.h"
+#include "shard/shard_format.h"
 
 namespace engram {
 namespace {
@@ -181,6 +182,51 @@ TEST_F(VersionSwapTest, OnlyTheAdminTokenMayActivateAndBadTargetsChangeNothing) 
   EXPECT_TRUE(RunStep(*client, **v3, 1).ok());
   // The same version again is a no-op.
   EXPECT_TRUE(Activate(3, kAdminToken).ok());
+}
+
+// Each version's own tier_plan.json is read when it is activated: a bad
+// one fails the Activate, naming the file, and leaves the served version
+// as it was; a good one is applied.
+TEST_F(VersionSwapTest, EachVersionsTierPlanIsCheckedBeforeTheSwitch) {
+  const std::string plan = root_.Sub(absl::StrCat("v4/", kTierPlanFile));
+  std::ofstream(plan) << R"({"policy": "window", "layer_pin_percent": [80, 40]})";
+  const grpc::Status bad = Activate(4, kAdminToken);
+  EXPECT_EQ(bad.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << bad.error_message();
+  EXPECT_TRUE(absl::StrContains(bad.error_message(), "tier plan " + plan + ": "))
+      << bad.error_message();
+  EXPECT_TRUE(absl::StrContains(bad.error_message(), "over 100")) << bad.error_message();
+  EXPECT_EQ(server_->version(), 3u);
+  std::ofstream(plan) << R"({"policy": "window", "cache_share_percent": 0,
+                             "layer_pin_percent": [70, 30]})";
+  const grpc::Status good = Activate(4, kAdminToken);
+  EXPECT_TRUE(good.ok()) << good.error_message();
+  EXPECT_EQ(server_->version(), 4u);
+}
+
+// At start: a malformed tier plan is one line naming the file and the fix;
+// --tier-plan none ignores it.
+TEST(TierPlanStartTest, MalformedPlanIsAClearErrorAndNoneIgnoresIt) {
+  testing::TempDir root("tier_plan_start_test");
+  MakeVersion(root, 1, 7, 1, 0, root.Sub("v1"));
+  for (const std::string& text :
+       {std::string("{\"policy\": \"window\""), std::string(R"({"policy": "lru"})"),
+        std::string(R"({"policy": "window", "layer_pin_percent": [100]})"),
+        std::string(R"({"policy": "frequency", "cache_share": 10})")}) {
+    std::ofstream(root.Sub(absl::StrCat("v1/", kTierPlanFile))) << text;
+    ShardServerOptions o;
+    o.db_dir = root.Sub("v1");
+    o.listen = "127.0.0.1:0";
+    o.ram_budget_bytes = 64 << 10;
+    absl::StatusOr<std::unique_ptr<ShardServer>> server = ShardServer::Start(o);
+    ASSERT_FALSE(server.ok()) << text;
+    const std::string m(server.status().message());
+    EXPECT_TRUE(absl::StrContains(m, "tier plan " + root.Sub("v1/tier_plan.json"))) << m;
+    EXPECT_TRUE(absl::StrContains(m, "--tier-plan=none")) << m;
+    EXPECT_FALSE(absl::StrContains(m, "\n")) << m;
+    o.tier_plan_path = "none";
+    server = ShardServer::Start(o);
+    EXPECT_TRUE(server.ok()) << server.status();
+  }
 }
 
 TEST_F(VersionSwapTest, SwitchUnderLoadNeverServesRowsOfAnotherVersion) {

@@ -1,18 +1,11 @@
 #include "tools/plan_command.h"
 
-#include <fcntl.h>
-#include <spawn.h>
-#include <stdlib.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
@@ -25,10 +18,11 @@
 #include "absl/strings/str_split.h"
 #include "common/util/flags.h"
 #include "nlohmann/json.hpp"
+#include "shard/plan/placement.h"
 #include "shard/plan/tier_plan.h"
 #include "shard/plan/tier_replay.h"
-
-extern char** environ;
+#include "shard/shard_format.h"
+#include "tools/plan_png.h"
 
 ABSL_DECLARE_FLAG(std::string, table);
 ABSL_DECLARE_FLAG(std::string, shards);
@@ -67,8 +61,19 @@ ABSL_FLAG(std::string, ram_per_shard, "", "plan: RAM a shard can give; larger bu
 ABSL_FLAG(std::string, fixed_bytes, "",
           "plan: each shard's fixed bytes, charged before the hot tier (`engramctl footprint`'s "
           "fixed_bytes); default: an estimate of RocksDB's index of a block tail");
-ABSL_FLAG(std::string, target_exposed_wait, "1%",
-          "plan: report the smallest budget whose predicted exposed wait is at most this");
+ABSL_FLAG(std::string, target_exposed_wait, "",
+          "plan: the verdict names the smallest of --budgets whose predicted exposed wait is at "
+          "most this (default 1%); given, plan also searches every whole percent of a shard for "
+          "the smallest budget meeting it (budget_for_target)");
+ABSL_FLAG(std::string, policy, "window",
+          "plan: hot-tier placement: window (layer shares and cache share chosen per budget for "
+          "the least exposed wait) or frequency (engram-shard without a tier_plan.json)");
+ABSL_FLAG(std::string, fetch_order, "deadline",
+          "plan: deadline (every layer sent at Prefetch, tail rows read in need order) or "
+          "sequential (a layer sent once the one before arrived: pipeline_layers)");
+ABSL_FLAG(std::string, write_tier_plan, "",
+          "plan: shard directories (comma-separated) to write tier_plan.json into, for "
+          "budget_for_target (with --target-exposed-wait) or the single budget of --budgets");
 ABSL_FLAG(std::string, png, "", "plan: also plot hit ratio and exposed wait to this PNG (gnuplot)");
 
 namespace engram {
@@ -135,20 +140,7 @@ absl::StatusOr<std::vector<uint64_t>> ParseBudgets(const std::string& text, uint
         return absl::InvalidArgumentError(absl::StrCat(
             "--budgets: \"", item, "\" is not a percentage of a shard in 0%..100% (e.g. 5%)"));
       }
-      const double exact = p / 100 * static_cast<double>(shard_bytes);
-      uint64_t unit = 1;
-      for (uint64_t u : {uint64_t{1} << 20, uint64_t{1} << 10}) {
-        if (exact >= 64.0 * static_cast<double>(u)) {
-          unit = u;
-          break;
-        }
-      }
-      bytes =
-          p >= 100
-              ? shard_bytes
-              : std::min<uint64_t>(
-                    shard_bytes,
-                    static_cast<uint64_t>(std::llround(exact / static_cast<double>(unit))) * unit);
+      bytes = BudgetOfPercent(p, shard_bytes);
     } else {
       absl::StatusOr<uint64_t> size = ParseByteSize(item);
       if (!size.ok()) {
@@ -171,89 +163,45 @@ absl::StatusOr<std::vector<uint64_t>> ParseBudgets(const std::string& text, uint
   return out;
 }
 
-// A gnuplot string literal.
-std::string GnuplotString(const std::string& path) {
-  return absl::StrCat("'", absl::StrReplaceAll(path, {{"'", "''"}}), "'");
+std::string WaitText(const BudgetPlan& p) {
+  return p.disk_saturated ? std::string("saturated")
+                          : absl::StrFormat("%.3f%%", p.exposed_wait_percent);
 }
 
-// Plots hit ratio and exposed wait against the budget with gnuplot, run as
-// a child process.
-absl::Status WritePng(const std::string& png, const std::vector<BudgetPlan>& plans, double target) {
-  const char* tmp = std::getenv("TMPDIR");
-  std::string dir =
-      absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/engram-plan.XXXXXX");
-  if (::mkdtemp(dir.data()) == nullptr) {
-    return absl::InternalError(absl::StrCat("cannot make a temporary directory ", dir));
+// "policy=window cache_share=20% layer_pin=70%,30% exposed_wait=0.812%".
+std::string PlacementText(const PlacementChoice& c) {
+  const TierPlacement& p = c.placement;
+  std::string text = absl::StrCat("policy=", p.layer_pin_shares.empty() ? "frequency" : "window",
+                                  " cache_share=", p.cache_share_percent, "%");
+  if (!p.layer_pin_shares.empty()) {
+    std::vector<std::string> parts;
+    for (double share : p.layer_pin_shares) parts.push_back(absl::StrCat(Pct(100 * share), "%"));
+    absl::StrAppend(&text, " layer_pin=", absl::StrJoin(parts, ","));
   }
-  struct Cleanup {
-    std::string dir;
-    ~Cleanup() {
-      std::error_code ec;
-      std::filesystem::remove_all(dir, ec);
-    }
-  } cleanup{dir};
-  bool log_x = true;
-  {
-    std::ofstream data(dir + "/plan.dat");
-    for (const BudgetPlan& p : plans) {
-      if (p.percent_of_shard <= 0) log_x = false;
-      data << p.percent_of_shard << ' ' << 100 * p.hit_ratio << ' '
-           << (p.disk_saturated ? std::string("NaN") : absl::StrCat(p.exposed_wait_percent))
-           << '\n';
-    }
+  absl::StrAppend(&text, " exposed_wait=", WaitText(c.plan));
+  return text;
+}
+
+nlohmann::json PlacementJson(const PlacementChoice& c) {
+  std::vector<double> percent;
+  for (double share : c.placement.layer_pin_shares) percent.push_back(100 * share);
+  return {{"policy", c.placement.layer_pin_shares.empty() ? "frequency" : "window"},
+          {"cache_share_percent", c.placement.cache_share_percent},
+          {"layer_pin_percent", percent}};
+}
+
+// The tier_plan.json of a choice for a budget.
+TierPlanFile TierPlanOf(const PlacementChoice& c, uint64_t budget_bytes) {
+  TierPlanFile f;
+  f.policy = c.placement.layer_pin_shares.empty() ? TierPlanFile::Policy::kFrequency
+                                                  : TierPlanFile::Policy::kWindow;
+  f.cache_share_percent = c.placement.cache_share_percent;
+  for (double share : c.placement.layer_pin_shares) {
+    f.layer_pin_percent.push_back(std::round(share * 1e6) / 1e4);  // percent, 4 decimals
   }
-  {
-    std::ofstream gp(dir + "/plan.gp");
-    gp << "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {\n"
-          "  set terminal pngcairo size 900,560\n} else {\n  set terminal png size 900,560\n}\n"
-       << "set output " << GnuplotString(png) << "\n"
-       << "set title 'engramctl plan: hit ratio and predicted exposed wait'\n"
-       << "set xlabel 'RAM budget per shard (% of a shard)'\n"
-       << (log_x ? "set logscale x\n" : "")
-       << "set ylabel 'hot-tier hit ratio (%)'\nset yrange [0:100]\nset ytics nomirror\n"
-          "set y2label 'predicted exposed wait (% of step time)'\nset y2tics\nset y2range [0:*]\n"
-          "set grid\nset key outside below horizontal\n"
-       << "plot " << GnuplotString(dir + "/plan.dat")
-       << " using 1:2 with linespoints lw 2 title 'hit ratio' axes x1y1, "
-          "'' using 1:3 with linespoints lw 2 title 'exposed wait' axes x1y2, "
-       << target << " axes x1y2 with lines dt 2 title 'target exposed wait'\n";
-  }
-  const std::string log = dir + "/gnuplot.log", script = dir + "/plan.gp";
-  std::error_code ec;
-  std::filesystem::remove(png, ec);  // an old plot must not pass for a new one
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT, 0600);
-  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-  std::string prog = "gnuplot";
-  char* argv[] = {prog.data(), const_cast<char*>(script.c_str()), nullptr};
-  pid_t pid = 0;
-  const int err = ::posix_spawnp(&pid, "gnuplot", &actions, nullptr, argv, environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (err != 0) {
-    return absl::FailedPreconditionError(absl::StrCat("--png: cannot run gnuplot (",
-                                                      std::strerror(err),
-                                                      "): install it (apt-get install "
-                                                      "gnuplot-nox) or drop --png"));
-  }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  std::string first;
-  {
-    std::ifstream in(log);
-    std::string line;
-    while (first.empty() && std::getline(in, line))
-      first = std::string(absl::StripAsciiWhitespace(line));
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || std::filesystem::file_size(png, ec) == 0 ||
-      ec) {
-    return absl::InternalError(
-        absl::StrCat("--png ", png, ": gnuplot failed",
-                     WIFEXITED(status) ? absl::StrCat(" (exit ", WEXITSTATUS(status), ")") : "",
-                     first.empty() ? "" : ": ", first));
-  }
-  return absl::OkStatus();
+  f.ram_budget_bytes = budget_bytes;
+  if (!c.plan.disk_saturated) f.predicted_exposed_wait_percent = c.plan.exposed_wait_percent;
+  return f;
 }
 
 // --fixed-bytes' default: RocksDB's index of shard 0's block tail. A
@@ -334,14 +282,33 @@ int PlanCommand(const std::vector<std::string>& args) {
   count(&mo.blocks, "blocks", absl::GetFlag(FLAGS_blocks), "transformer blocks");
   count(&mo.workers, "workers", absl::GetFlag(FLAGS_workers), "inference workers");
   count(&ro.batch, "batch", absl::GetFlag(FLAGS_batch), "sequences per decode step");
-  double target = 0;
-  {
+  double target = 1;
+  const bool search_target = !absl::GetFlag(FLAGS_target_exposed_wait).empty();
+  if (search_target) {
     std::string t = absl::GetFlag(FLAGS_target_exposed_wait);
     if (!t.empty() && t.back() == '%') t.pop_back();
     number(&target, "target-exposed-wait", t, 0, false, "percent of step time, e.g. 1%");
   }
   for (const absl::Status& s : parsed) {
     if (!s.ok()) return Fail(std::string(s.message()));
+  }
+  const absl::StatusOr<PlacementPolicy> policy = ParsePlacementPolicy(absl::GetFlag(FLAGS_policy));
+  if (!policy.ok()) {
+    return Fail(absl::StrCat("--policy ", absl::GetFlag(FLAGS_policy),
+                             ": want window (placement chosen per budget) or frequency"));
+  }
+  if (absl::StatusOr<FetchOrder> order = ParseFetchOrder(absl::GetFlag(FLAGS_fetch_order));
+      order.ok()) {
+    mo.fetch_order = *order;
+  } else {
+    return Fail(absl::StrCat("--fetch-order ", absl::GetFlag(FLAGS_fetch_order),
+                             ": want deadline (every layer at Prefetch) or sequential "
+                             "(pipeline_layers)"));
+  }
+  std::vector<std::string> plan_dirs;
+  for (absl::string_view d :
+       absl::StrSplit(absl::GetFlag(FLAGS_write_tier_plan), ',', absl::SkipWhitespace())) {
+    plan_dirs.emplace_back(absl::StripAsciiWhitespace(d));
   }
 
   absl::StatusOr<TableManifest> manifest = TableManifest::Load(ro.table_dir);
@@ -383,11 +350,70 @@ int PlanCommand(const std::vector<std::string>& args) {
                                "; give smaller budgets"));
     }
   }
-  absl::StatusOr<std::vector<BudgetPlan>> plans = PlanBudgets(rp, *budgets, mo);
-  if (!plans.ok()) return Fail(std::string(plans.status().message()));
+  if (!plan_dirs.empty()) {
+    if (!search_target && budgets->size() != 1) {
+      return Fail(
+          "--write-tier-plan needs the budget to plan for: --target-exposed-wait P% (the "
+          "smallest budget meeting it) or a single --budgets SIZE");
+    }
+    for (const std::string& dir : plan_dirs) {
+      absl::StatusOr<ShardInfo> info = ShardInfo::Load(absl::StrCat(dir, "/", kShardInfoFile));
+      if (!info.ok() || info->layers.size() != static_cast<size_t>(rp.n_layers())) {
+        return Fail(absl::StrCat("--write-tier-plan: ", dir, " is not a shard directory of a ",
+                                 rp.n_layers(), "-layer table (",
+                                 info.ok() ? "other layers" : info.status().message(),
+                                 "); give the shard directories engramctl import wrote"));
+      }
+    }
+  }
+  std::vector<PlacementChoice> choices;
+  std::vector<BudgetPlan> plans_list;
+  for (uint64_t b : *budgets) {
+    absl::StatusOr<PlacementChoice> c = PlanPlacement(rp, b, *policy, mo);
+    if (!c.ok()) return Fail(std::string(c.status().message()));
+    plans_list.push_back(c->plan);
+    choices.push_back(*std::move(c));
+  }
+  std::optional<TargetBudget> for_target;
+  if (search_target) {
+    absl::StatusOr<TargetBudget> t = SmallestBudgetForTarget(rp, target, *policy, mo);
+    if (!t.ok()) return Fail(std::string(t.status().message()));
+    for_target = *std::move(t);
+  }
+  const PlacementChoice* to_write = nullptr;
+  uint64_t write_bytes = 0;
+  if (!plan_dirs.empty()) {
+    if (for_target.has_value()) {
+      if (!for_target->found) {
+        std::fprintf(stderr,
+                     "engramctl plan: --write-tier-plan: no budget up to a whole shard meets "
+                     "exposed wait <= %s%%; nothing written\n",
+                     Pct(target).c_str());
+        return 1;
+      }
+      to_write = &for_target->choice;
+      write_bytes = for_target->bytes;
+    } else {
+      to_write = &choices.front();
+      write_bytes = budgets->front();
+    }
+  }
+  std::vector<std::string> written;
+  if (to_write != nullptr) {
+    const TierPlanFile file = TierPlanOf(*to_write, write_bytes);
+    for (const std::string& dir : plan_dirs) {
+      const std::string path = absl::StrCat(dir, "/", kTierPlanFile);
+      if (absl::Status s = file.Save(path); !s.ok()) {
+        std::fprintf(stderr, "engramctl plan: --write-tier-plan: %s\n",
+                     std::string(s.message()).c_str());
+        return 1;
+      }
+      written.push_back(path);
+    }
+  }
   const TrafficPlan traffic = PlanTraffic(rp, mo);
   const BudgetPlan* best = nullptr;
-  for (const BudgetPlan& p : *plans) {
+  for (const BudgetPlan& p : plans_list) {
     if (!p.disk_saturated && p.exposed_wait_percent <= target) {
       best = &p;
       break;
@@ -395,11 +421,12 @@ int PlanCommand(const std::vector<std::string>& args) {
   }
   const std::string target_text = absl::StrCat(Pct(target), "%");
   const std::string verdict =
-      best != nullptr ? absl::StrCat("plan: smallest budget meeting exposed wait <= ", target_text,
-                                     ": ", SizeText(best->budget_bytes), " per shard (",
-                                     Pct(best->percent_of_shard), "% of a shard)")
-                      : absl::StrCat("plan: no budget up to ", SizeText(plans->back().budget_bytes),
-                                     " meets exposed wait <= ", target_text);
+      best != nullptr
+          ? absl::StrCat("plan: smallest budget meeting exposed wait <= ", target_text, ": ",
+                         SizeText(best->budget_bytes), " per shard (", Pct(best->percent_of_shard),
+                         "% of a shard)")
+          : absl::StrCat("plan: no budget up to ", SizeText(plans_list.back().budget_bytes),
+                         " meets exposed wait <= ", target_text);
   const HashLayout& layout = rp.manifest().layout;
   const uint32_t K = rp.map().n_shards;
 
@@ -429,7 +456,7 @@ int PlanCommand(const std::vector<std::string>& args) {
                   {"max_shard_link_utilization", traffic.max_shard_link_utilization},
                   {"worker_link_utilization", traffic.worker_link_utilization}};
     j["budgets"] = nlohmann::json::array();
-    for (const BudgetPlan& p : *plans) {
+    for (const BudgetPlan& p : plans_list) {
       nlohmann::json b = {{"bytes", p.budget_bytes},
                           {"size", SizeText(p.budget_bytes)},
                           {"percent_of_shard", p.percent_of_shard},
@@ -455,6 +482,25 @@ int PlanCommand(const std::vector<std::string>& args) {
       }
       j["budgets"].push_back(std::move(b));
     }
+    for (size_t i = 0; i < choices.size(); ++i) {
+      j["budgets"][i]["placement"] = PlacementJson(choices[i]);
+      const BudgetPlan& f = choices[i].frequency;
+      j["budgets"][i]["frequency_exposed_wait_percent"] =
+          f.disk_saturated ? nlohmann::json(nullptr) : nlohmann::json(f.exposed_wait_percent);
+    }
+    j["policy"] = PlacementPolicyName(*policy);
+    j["fetch_order"] = FetchOrderName(mo.fetch_order);
+    if (for_target.has_value()) {
+      j["budget_for_target"] =
+          !for_target->found ? nlohmann::json(nullptr)
+                             : nlohmann::json({{"percent_of_shard", for_target->percent},
+                                               {"bytes", for_target->bytes},
+                                               {"size", SizeText(for_target->bytes)},
+                                               {"exposed_wait_percent",
+                                                for_target->choice.plan.exposed_wait_percent},
+                                               {"placement", PlacementJson(for_target->choice)}});
+    }
+    j["tier_plans_written"] = written;
     j["target_exposed_wait_percent"] = target;
     j["smallest_budget"] = best == nullptr
                                ? nlohmann::json(nullptr)
@@ -477,11 +523,15 @@ int PlanCommand(const std::vector<std::string>& args) {
         lo = std::min(lo, rp.profile_rows(s));
         hi = std::max(hi, rp.profile_rows(s));
       }
-      std::printf(
-          "plan: profile %s: %llu..%llu profiled rows a shard; %u%% of a budget is "
-          "admission cache\n",
-          ro.profile_trace_path.c_str(), static_cast<unsigned long long>(lo),
-          static_cast<unsigned long long>(hi), ro.cache_share_percent);
+      const std::string split =
+          *policy == PlacementPolicy::kWindow
+              ? std::string(
+                    "policy window: the layers' pinned shares and the admission "
+                    "cache's share are chosen per budget")
+              : absl::StrCat(ro.cache_share_percent, "% of a budget is admission cache");
+      std::printf("plan: profile %s: %llu..%llu profiled rows a shard; %s\n",
+                  ro.profile_trace_path.c_str(), static_cast<unsigned long long>(lo),
+                  static_cast<unsigned long long>(hi), split.c_str());
     }
     std::vector<std::string> rows_text;
     for (const LayerInfo& l : rp.manifest().layers) rows_text.push_back(absl::StrCat(l.rows));
@@ -508,7 +558,7 @@ int PlanCommand(const std::vector<std::string>& args) {
     std::printf("%12s %9s %8s %14s %10s %14s\n", "budget", "% shard", "hit %", "tail rows/s",
                 "disk util", "exposed wait");
     std::vector<std::string> saturated;
-    for (const BudgetPlan& p : *plans) {
+    for (const BudgetPlan& p : plans_list) {
       const std::string exposed = p.disk_saturated
                                       ? std::string("disk saturated")
                                       : absl::StrFormat("%.3f%%", p.exposed_wait_percent);
@@ -523,10 +573,29 @@ int PlanCommand(const std::vector<std::string>& args) {
           "shards or a faster disk\n",
           absl::StrJoin(saturated, ", ").c_str());
     }
+    if (*policy == PlacementPolicy::kWindow) {
+      for (const PlacementChoice& c : choices) {
+        std::printf("plan: placement %s: %s frequency_exposed_wait=%s\n",
+                    SizeText(c.plan.budget_bytes).c_str(), PlacementText(c).c_str(),
+                    WaitText(c.frequency).c_str());
+      }
+    }
+    if (for_target.has_value()) {
+      if (for_target->found) {
+        std::printf("plan: budget_for_target=%s%% size=%s %s target=%s%%\n",
+                    Pct(for_target->percent).c_str(), SizeText(for_target->bytes).c_str(),
+                    PlacementText(for_target->choice).c_str(), Pct(target).c_str());
+      } else {
+        std::printf(
+            "plan: budget_for_target=none policy=%s target=%s%%: not met by a whole shard\n",
+            PlacementPolicyName(*policy), Pct(target).c_str());
+      }
+    }
+    for (const std::string& path : written) std::printf("plan: wrote %s\n", path.c_str());
     std::printf("%s\n", verdict.c_str());
   }
   if (const std::string png = absl::GetFlag(FLAGS_png); !png.empty()) {
-    if (absl::Status s = WritePng(png, *plans, target); !s.ok()) {
+    if (absl::Status s = WritePlanPng(png, plans_list, target); !s.ok()) {
       std::fprintf(stderr, "engramctl plan: %s\n", std::string(s.message()).c_str());
       return 1;
     }

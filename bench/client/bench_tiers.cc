@@ -14,7 +14,10 @@
 #include "bench/common/raw_disk.h"
 #include "common/util/status_macros.h"
 #include "shard/footprint.h"
+#include "shard/plan/placement.h"
+#include "shard/plan/tier_plan.h"
 #include "shard/plan/tier_replay.h"
+#include "shard/shard_format.h"
 
 namespace engram::bench {
 namespace {
@@ -29,17 +32,33 @@ struct ShardRun {
   double rpc_ms = 0;  // mean Lookup time the client saw
 };
 
-// One budget at one block time.
+// What the planner says of one placement at one budget and block time.
+struct Prediction {
+  TierPlacement placement;
+  BudgetReplay replay;     // the placement's replay (hit ratios, tail rows)
+  double exposed_pct = 0;  // the planner's model
+  double bound_pct = 0;    // IdealExposedWaitPercent
+};
+
+// One budget, policy and block time.
 struct Run {
   double pct = 0;
+  PlacementPolicy policy = PlacementPolicy::kFrequency;
   absl::Duration block;
+  Prediction predicted;
   InferenceLoopResult loop;
   std::vector<ShardRun> shards;
+  std::vector<TierRows> layers;  // all shards, per Engram layer
   double hit_ratio = 0, tail_rows_per_s = 0, reads_per_s = 0;
-  double predicted_hit_ratio = 0, predicted_tail_rows_per_s = 0;
   double raw_reads_per_s = 0;
-  double steps_per_s = 0;
   std::vector<double> fetch_p50, fetch_p99;  // per layer, ms
+};
+
+// The disk as this run measured it: its rate at the shards' depth and
+// its latency at depth 1.
+struct Disk {
+  double reads_per_s = 0;
+  double latency_us = 0;
 };
 
 // The tokens the loop decodes, as the replay reads them: line b holds
@@ -68,13 +87,72 @@ std::vector<std::string> SstFiles(const std::vector<std::string>& dirs) {
   return files;
 }
 
+uint64_t BudgetOf(double pct, const ShardFootprint& f) {
+  return std::max(f.fixed_bytes, static_cast<uint64_t>(std::llround(
+                                     pct / 100.0 * static_cast<double>(f.whole_shard_budget()))));
+}
+
+// The planner's model of this machine: each shard a third of the one disk.
+PlanModelOptions Model(const TiersOptions& o, const Disk& disk, absl::Duration block) {
+  PlanModelOptions m;
+  m.disk_iops = disk.reads_per_s / o.shards;
+  m.disk_latency_us = disk.latency_us;
+  m.block_us = absl::ToDoubleMicroseconds(block);
+  m.blocks = o.blocks;
+  m.fetch_order = FetchOrder::kDeadlineFirst;
+  return m;
+}
+
+absl::StatusOr<Prediction> Predict(const TiersOptions& o, const TierReplay& replay, uint64_t budget,
+                                   PlacementPolicy policy, const Disk& disk, absl::Duration block) {
+  const PlanModelOptions model = Model(o, disk, block);
+  ASSIGN_OR_RETURN(PlacementChoice choice, PlanPlacement(replay, budget, policy, model));
+  Prediction p;
+  p.placement = choice.placement;
+  p.exposed_pct = choice.plan.exposed_wait_percent;
+  ASSIGN_OR_RETURN(p.replay, replay.Run(budget, p.placement));
+  p.bound_pct = IdealExposedWaitPercent(replay, p.replay, model.disk_iops, model.disk_latency_us,
+                                        model.block_us, model.blocks);
+  return p;
+}
+
+// Puts the placement into every shard directory's tier_plan.json (the
+// default policy, with the server's default cache share: none at all).
+absl::Status WriteTierPlans(const std::vector<std::string>& dirs, const TierPlacement& p) {
+  for (const std::string& d : dirs) {
+    const std::string path = d + "/" + kTierPlanFile;
+    std::error_code ec;
+    fs::remove(path, ec);
+    if (p.layer_pin_shares.empty() && p.cache_share_percent == kHotTierCacheSharePercent) continue;
+    TierPlanFile f;
+    f.policy = p.layer_pin_shares.empty() ? TierPlanFile::Policy::kFrequency
+                                          : TierPlanFile::Policy::kWindow;
+    f.cache_share_percent = p.cache_share_percent;
+    for (double s : p.layer_pin_shares) f.layer_pin_percent.push_back(100 * s);
+    RETURN_IF_ERROR(f.Save(path));
+  }
+  return absl::OkStatus();
+}
+
+// Removes the tier plans the runs wrote, however RunTableOverRam ends.
+class TierPlanCleanup {
+ public:
+  explicit TierPlanCleanup(const std::vector<std::string>& dirs) : dirs_(dirs) {}
+  ~TierPlanCleanup() { WriteTierPlans(dirs_, TierPlacement{}).IgnoreError(); }
+
+ private:
+  const std::vector<std::string>& dirs_;
+};
+
 absl::StatusOr<Run> RunOne(const TiersOptions& o, const std::vector<std::string>& dirs,
                            const std::vector<ShardFootprint>& footprints, double pct,
-                           absl::Duration block, const BudgetReplay& predicted,
-                           const TierReplay& replay) {
+                           PlacementPolicy policy, absl::Duration block, Prediction predicted) {
   Run run;
   run.pct = pct;
+  run.policy = policy;
   run.block = block;
+  run.predicted = std::move(predicted);
+  RETURN_IF_ERROR(WriteTierPlans(dirs, run.predicted.placement));
   std::vector<std::unique_ptr<MemoryCgroup>> groups;
   Deployment::Options d;
   d.binary = o.shard_binary;
@@ -85,10 +163,7 @@ absl::StatusOr<Run> RunOne(const TiersOptions& o, const std::vector<std::string>
   d.log_dir = o.log_dir;
   for (size_t i = 0; i < dirs.size(); ++i) {
     ShardRun s;
-    s.budget = std::max(
-        footprints[i].fixed_bytes,
-        static_cast<uint64_t>(
-            std::llround(pct / 100.0 * static_cast<double>(footprints[i].whole_shard_budget()))));
+    s.budget = BudgetOf(pct, footprints[i]);
     s.cap = s.budget + o.overhead_bytes;
     run.shards.push_back(s);
     ASSIGN_OR_RETURN(
@@ -103,6 +178,10 @@ absl::StatusOr<Run> RunOne(const TiersOptions& o, const std::vector<std::string>
     co.table_dir = o.workload.table_dir;
     co.shard_map_path = dep->shard_map_path();
     for (const std::string& a : dep->addresses()) co.shard_addresses.push_back({a});
+    // Every layer at Prefetch with its need-by: the shards read the first
+    // layer's tail first and the later layers' in their own windows.
+    co.pipeline_layers = false;
+    co.block_time = block;
     ASSIGN_OR_RETURN(std::unique_ptr<EngramClient> client, EngramClient::Create(co));
     ASSIGN_OR_RETURN(std::vector<Deployment::ShardCounters> before, dep->Counters());
     InferenceLoopOptions lo;
@@ -144,10 +223,18 @@ absl::StatusOr<Run> RunOne(const TiersOptions& o, const std::vector<std::string>
       all.pinned += r.pinned;
       all.cached += r.cached;
       all.disk += r.disk;
+      for (size_t l = 0; l < after[i].layers.size(); ++l) {
+        if (run.layers.size() <= l) run.layers.resize(l + 1);
+        const TierRows& a = after[i].layers[l];
+        const TierRows b = l < before[i].layers.size() ? before[i].layers[l] : TierRows{};
+        run.layers[l].pinned += a.pinned - b.pinned;
+        run.layers[l].cached += a.cached - b.cached;
+        run.layers[l].disk += a.disk - b.disk;
+      }
       s.hit_ratio = r.hot_pct() / 100;
       s.tail_rows_per_s = r.disk / secs;
       s.reads_per_s = (after[i].file_reads - before[i].file_reads) / secs;
-      s.predicted_hit_ratio = predicted.shards[i].hit_ratio();
+      s.predicted_hit_ratio = run.predicted.replay.shards[i].hit_ratio();
       if (i < cs.shard_rpcs.size() && cs.shard_rpcs[i] > 0) {
         s.rpc_ms = 1e3 * cs.shard_latency_sum_seconds[i] / static_cast<double>(cs.shard_rpcs[i]);
       }
@@ -160,11 +247,6 @@ absl::StatusOr<Run> RunOne(const TiersOptions& o, const std::vector<std::string>
     run.shards[i].peak = groups[i]->peak_bytes();
     run.shards[i].limit_hits = groups[i]->limit_hits();
   }
-  run.predicted_hit_ratio = predicted.hit_ratio();
-  run.steps_per_s = run.loop.decode_steps / std::max(1e-9, run.loop.run_seconds);
-  run.predicted_tail_rows_per_s = static_cast<double>(predicted.all().disk) /
-                                  static_cast<double>(std::max<uint64_t>(1, replay.steps())) *
-                                  run.steps_per_s;
   for (const std::vector<double>& ms : run.loop.layer_fetch_ms) {
     run.fetch_p50.push_back(Percentile(ms, 0.5));
     run.fetch_p99.push_back(Percentile(ms, 0.99));
@@ -172,44 +254,90 @@ absl::StatusOr<Run> RunOne(const TiersOptions& o, const std::vector<std::string>
   return run;
 }
 
+std::string Placement(const TierPlacement& p) {
+  std::string s = absl::StrCat("cache ", p.cache_share_percent, "%");
+  if (p.layer_pin_shares.empty()) return absl::StrCat(s, ", by frequency");
+  absl::StrAppend(&s, ", pinned");
+  for (size_t l = 0; l < p.layer_pin_shares.size(); ++l) {
+    absl::StrAppend(&s, l == 0 ? " " : "/", absl::StrFormat("%.0f", 100 * p.layer_pin_shares[l]));
+  }
+  return absl::StrCat(s, "%");
+}
+
 void PrintRuns(const TiersOptions& o, const std::vector<Run>& runs) {
   std::printf(
-      "\nper budget and block time (hit = rows served from RAM; tail = rows read from disk, "
-      "reads = SST reads, raw = O_DIRECT 4 KiB reads/s at the same depth; predicted by the "
-      "planner's replay)\n");
-  std::printf("%7s %6s %8s %8s %10s %10s %10s %10s %6s %8s %17s %17s\n", "budget", "us/blk", "hit",
-              "pred hit", "tail/s", "pred", "reads/s", "raw/s", "disk", "exposed",
-              "fetch L0 p50/p99", "fetch L1 p50/p99");
+      "\nper budget, policy and block time (hit = rows served from RAM; exposed = time blocked, "
+      "%% of decode step time: measured, the bound (each layer's tail at the disk's full rate "
+      "in deadline order from Prefetch) and the planner's prediction; reads = SST reads/s of "
+      "all shards, raw = O_DIRECT 4 KiB reads/s at the same depth)\n");
+  std::printf("%7s %9s %6s %8s %8s %8s %8s %8s %10s %10s %17s %17s  %s\n", "budget", "policy",
+              "us/blk", "hit", "pred hit", "exposed", "bound", "pred", "reads/s", "raw/s",
+              "fetch L0 p50/p99", "fetch L1 p50/p99", "placement");
   for (const Run& r : runs) {
     std::string fetch[2];
     for (size_t l = 0; l < 2 && l < r.fetch_p50.size(); ++l) {
       fetch[l] = absl::StrFormat("%.2f/%.2f ms", r.fetch_p50[l], r.fetch_p99[l]);
     }
-    std::printf("%6.0f%% %6.0f %8.4f %8.4f %10.0f %10.0f %10.0f %10.0f %5.1f%% %7.2f%% %17s %17s\n",
-                r.pct, absl::ToDoubleMicroseconds(r.block), r.hit_ratio, r.predicted_hit_ratio,
-                r.tail_rows_per_s, r.predicted_tail_rows_per_s, r.reads_per_s, r.raw_reads_per_s,
-                100 * r.reads_per_s / std::max(1.0, r.raw_reads_per_s), r.loop.exposed_wait_pct,
-                fetch[0].c_str(), fetch[1].c_str());
+    std::printf(
+        "%6.0f%% %9s %6.0f %8.4f %8.4f %7.2f%% %7.2f%% %7.2f%% %10.0f %10.0f %17s %17s  %s\n",
+        r.pct, PlacementPolicyName(r.policy), absl::ToDoubleMicroseconds(r.block), r.hit_ratio,
+        r.predicted.replay.hit_ratio(), r.loop.exposed_wait_pct, r.predicted.bound_pct,
+        r.predicted.exposed_pct, r.reads_per_s, r.raw_reads_per_s, fetch[0].c_str(),
+        fetch[1].c_str(), Placement(r.predicted.placement).c_str());
+  }
+  std::printf(
+      "\nper Engram layer (all shards: hit = rows served from RAM, tail/s = rows read from disk "
+      "per second, exposed = time blocked at that layer, %% of decode step time)\n");
+  std::printf("%7s %9s %6s %6s %8s %10s %8s\n", "budget", "policy", "us/blk", "layer", "hit",
+              "tail/s", "exposed");
+  for (const Run& r : runs) {
+    const double secs = std::max(1e-9, r.loop.run_seconds);
+    for (size_t l = 0; l < r.layers.size(); ++l) {
+      std::printf("%6.0f%% %9s %6.0f %6zu %7.2f%% %10.0f %7.2f%%\n", r.pct,
+                  PlacementPolicyName(r.policy), absl::ToDoubleMicroseconds(r.block), l,
+                  r.layers[l].hot_pct(), r.layers[l].disk / secs,
+                  l < r.loop.layer_exposed_wait_pct.size() ? r.loop.layer_exposed_wait_pct[l] : 0);
+    }
   }
   std::printf(
       "\nper shard (budget = --ram-budget; cap = its memory cgroup's limit, budget + %llu MiB; "
       "peak = the group's most charged; anon/file = its anonymous and page-cache bytes at the "
       "run's end; limit hits = times the group reached its limit, each met by reclaim)\n",
       static_cast<unsigned long long>(o.overhead_bytes >> 20));
-  std::printf("%7s %6s %5s %10s %10s %10s %8s %8s %6s %8s %8s %10s %10s %8s\n", "budget", "us/blk",
-              "shard", "budget MB", "cap MB", "peak MB", "anon MB", "file MB", "hits", "hit",
-              "pred hit", "tail/s", "reads/s", "rpc ms");
+  std::printf("%7s %9s %6s %5s %10s %10s %10s %8s %8s %6s %8s %8s %10s %10s %8s\n", "budget",
+              "policy", "us/blk", "shard", "budget MB", "cap MB", "peak MB", "anon MB", "file MB",
+              "hits", "hit", "pred hit", "tail/s", "reads/s", "rpc ms");
   for (const Run& r : runs) {
     for (size_t i = 0; i < r.shards.size(); ++i) {
       const ShardRun& s = r.shards[i];
       std::printf(
-          "%6.0f%% %6.0f %5zu %10.1f %10.1f %10.1f %8.1f %8.1f %6llu %8.4f %8.4f %10.0f %10.0f "
-          "%8.2f\n",
-          r.pct, absl::ToDoubleMicroseconds(r.block), i, s.budget / 1e6, s.cap / 1e6, s.peak / 1e6,
-          s.anon / 1e6, s.file / 1e6, static_cast<unsigned long long>(s.limit_hits), s.hit_ratio,
-          s.predicted_hit_ratio, s.tail_rows_per_s, s.reads_per_s, s.rpc_ms);
+          "%6.0f%% %9s %6.0f %5zu %10.1f %10.1f %10.1f %8.1f %8.1f %6llu %8.4f %8.4f %10.0f "
+          "%10.0f %8.2f\n",
+          r.pct, PlacementPolicyName(r.policy), absl::ToDoubleMicroseconds(r.block), i,
+          s.budget / 1e6, s.cap / 1e6, s.peak / 1e6, s.anon / 1e6, s.file / 1e6,
+          static_cast<unsigned long long>(s.limit_hits), s.hit_ratio, s.predicted_hit_ratio,
+          s.tail_rows_per_s, s.reads_per_s, s.rpc_ms);
     }
   }
+}
+
+absl::StatusOr<Disk> MeasureDisk(const TiersOptions& o, const std::vector<std::string>& files,
+                                 double latency_us) {
+  RawDiskOptions raw;
+  raw.files = files;
+  raw.threads = o.shards * o.reader_threads;
+  raw.duration = o.raw_disk_time;
+  ASSIGN_OR_RETURN(RawDiskResult r, MeasureRandomReads(raw));
+  Disk disk;
+  disk.reads_per_s = r.reads_per_second();
+  disk.latency_us = latency_us;
+  if (disk.latency_us <= 0) {
+    raw.threads = 1;
+    raw.duration = absl::Seconds(1);
+    ASSIGN_OR_RETURN(RawDiskResult one, MeasureRandomReads(raw));
+    disk.latency_us = one.latency_us.Percentile(0.5);
+  }
+  return disk;
 }
 
 }  // namespace
@@ -217,6 +345,7 @@ void PrintRuns(const TiersOptions& o, const std::vector<Run>& runs) {
 absl::Status RunTableOverRam(const TiersOptions& o) {
   ASSIGN_OR_RETURN(std::vector<std::string> dirs,
                    PrepareShards(o.workload, o.shards, TailFormat::kBlock));
+  TierPlanCleanup cleanup(dirs);
   std::vector<ShardFootprint> footprints;
   for (const std::string& d : dirs) {
     ASSIGN_OR_RETURN(ShardFootprint f, MeasureShardFootprint(d, /*direct_io=*/true));
@@ -254,62 +383,87 @@ absl::Status RunTableOverRam(const TiersOptions& o) {
   }
   std::printf(
       "table-over-ram: %d decode steps of %d sequences without prefill per run, %d blocks; "
-      "each cgroup's limit is the shard's budget + %llu MiB\n",
+      "each cgroup's limit is the shard's budget + %llu MiB; every layer sent at Prefetch with "
+      "its need-by\n",
       o.decode_steps, o.batch, o.blocks, static_cast<unsigned long long>(o.overhead_bytes >> 20));
 
   std::vector<Run> runs;
   const std::vector<std::string> files = SstFiles(dirs);
+  const PlacementPolicy kPolicies[] = {PlacementPolicy::kWindow, PlacementPolicy::kFrequency};
+  double latency_us = 0;
+  Disk disk;
+  auto run_budget = [&](double pct, PlacementPolicy policy, absl::Duration block) -> absl::Status {
+    // The replay's budget: shard 0's, at most what holds it whole (the
+    // footprint's whole-shard budget keeps a little to spare).
+    const uint64_t budget = std::min(BudgetOf(pct, footprints[0]), replay->shard_bytes());
+    ASSIGN_OR_RETURN(Prediction p, Predict(o, *replay, budget, policy, disk, block));
+    ASSIGN_OR_RETURN(Run r, RunOne(o, dirs, footprints, pct, policy, block, std::move(p)));
+    r.raw_reads_per_s = disk.reads_per_s;
+    std::fprintf(stderr,
+                 "table-over-ram: %.0f%% %s %s: hit %.4f (predicted %.4f), exposed %.2f%% "
+                 "(bound %.2f%%, predicted %.2f%%)\n",
+                 pct, PlacementPolicyName(policy), absl::FormatDuration(block).c_str(), r.hit_ratio,
+                 r.predicted.replay.hit_ratio(), r.loop.exposed_wait_pct, r.predicted.bound_pct,
+                 r.predicted.exposed_pct);
+    runs.push_back(std::move(r));
+    return absl::OkStatus();
+  };
   for (double pct : o.budget_pcts) {
-    RawDiskOptions raw;
-    raw.files = files;
-    raw.threads = o.shards * o.reader_threads;
-    raw.duration = o.raw_disk_time;
-    ASSIGN_OR_RETURN(RawDiskResult disk, MeasureRandomReads(raw));
-    // The planner's replay at shard 0's budget.
-    const uint64_t budget0 = std::max(
-        footprints[0].fixed_bytes,
-        static_cast<uint64_t>(
-            std::llround(pct / 100.0 * static_cast<double>(footprints[0].whole_shard_budget()))));
-    ASSIGN_OR_RETURN(BudgetReplay predicted, replay->Run(budget0));
+    ASSIGN_OR_RETURN(disk, MeasureDisk(o, files, latency_us));
+    latency_us = disk.latency_us;
     uint64_t caps = 0;
-    for (const ShardFootprint& f : footprints) {
-      caps +=
-          std::max(f.fixed_bytes, static_cast<uint64_t>(std::llround(
-                                      pct / 100.0 * static_cast<double>(f.whole_shard_budget())))) +
-          o.overhead_bytes;
-    }
+    for (const ShardFootprint& f : footprints) caps += BudgetOf(pct, f) + o.overhead_bytes;
     std::printf(
         "table-over-ram: budget %.0f%%: the table is %.2f x the sum of the caps (%.1f MB); raw "
-        "O_DIRECT %.0f reads/s at depth %d\n",
+        "O_DIRECT %.0f reads/s at depth %d, %.0f us at depth 1\n",
         pct, static_cast<double>(table_bytes) / static_cast<double>(caps), caps / 1e6,
-        disk.reads_per_second(), raw.threads);
-    for (absl::Duration block : o.block_times) {
-      ASSIGN_OR_RETURN(Run r, RunOne(o, dirs, footprints, pct, block, predicted, *replay));
-      r.raw_reads_per_s = disk.reads_per_second();
-      std::fprintf(stderr, "table-over-ram: %.0f%% %s: hit %.4f (predicted %.4f), exposed %.2f%%\n",
-                   pct, absl::FormatDuration(block).c_str(), r.hit_ratio, r.predicted_hit_ratio,
-                   r.loop.exposed_wait_pct);
-      runs.push_back(std::move(r));
+        disk.reads_per_s, o.shards * o.reader_threads, disk.latency_us);
+    for (PlacementPolicy policy : kPolicies) {
+      for (absl::Duration block : o.block_times) RETURN_IF_ERROR(run_budget(pct, policy, block));
+    }
+  }
+  // The planner's smallest budget for 1% at 500 us, per policy, run too.
+  const absl::Duration k500 = absl::Microseconds(500);
+  if (o.run_target_budgets) {
+    for (PlacementPolicy policy : kPolicies) {
+      ASSIGN_OR_RETURN(TargetBudget t,
+                       SmallestBudgetForTarget(*replay, 1.0, policy, Model(o, disk, k500)));
+      std::printf(
+          "table-over-ram: the planner's smallest budget for 1%% at 500 us, %s: %s\n",
+          PlacementPolicyName(policy),
+          t.found ? absl::StrFormat("%g%%", t.percent).c_str() : "none (not a whole shard)");
+      if (!t.found) continue;
+      bool ran = false;
+      for (const Run& r : runs) ran |= r.pct == t.percent && r.policy == policy && r.block == k500;
+      if (!ran) RETURN_IF_ERROR(run_budget(t.percent, policy, k500));
     }
   }
   PrintRuns(o, runs);
-  // The planner's worst hit-ratio error over every run, at any block time.
+  // The planner's worst hit-ratio error over every run.
   double worst = 0;
-  for (const Run& r : runs)
-    worst = std::max(worst, 100 * std::abs(r.hit_ratio - r.predicted_hit_ratio));
-  for (double pct : o.budget_pcts) {
-    const Run* at500 = nullptr;
-    for (const Run& r : runs) {
-      if (r.pct == pct && r.block == absl::Microseconds(500)) at500 = &r;
-    }
-    if (at500 == nullptr) continue;
+  for (const Run& r : runs) {
+    worst = std::max(worst, 100 * std::abs(r.hit_ratio - r.predicted.replay.hit_ratio()));
+  }
+  for (const Run& r : runs) {
     std::printf(
-        "bench-tiers: budget_pct=%g hit_ratio=%.4f predicted_hit_ratio=%.4f tail_reads_per_s=%.0f "
-        "disk_ratio=%.3f exposed_wait_500us_pct=%.2f\n",
-        pct, at500->hit_ratio, at500->predicted_hit_ratio, at500->reads_per_s,
-        at500->reads_per_s / std::max(1.0, at500->raw_reads_per_s), at500->loop.exposed_wait_pct);
+        "bench-tiers: budget_pct=%g policy=%s block_us=%.0f hit_ratio=%.4f exposed_wait_pct=%.2f "
+        "bound_pct=%.2f predicted_pct=%.2f\n",
+        r.pct, PlacementPolicyName(r.policy), absl::ToDoubleMicroseconds(r.block), r.hit_ratio,
+        r.loop.exposed_wait_pct, r.predicted.bound_pct, r.predicted.exposed_pct);
   }
   std::printf("bench-tiers: planner_max_hit_error_pts=%.2f\n", worst);
+  std::string smallest[2] = {"none", "none"};
+  for (int k = 0; k < 2; ++k) {
+    double best = 1e9;
+    for (const Run& r : runs) {
+      if (r.policy == kPolicies[k] && r.block == k500 && r.loop.exposed_wait_pct <= 1.0) {
+        best = std::min(best, r.pct);
+      }
+    }
+    if (best < 1e9) smallest[k] = absl::StrFormat("%g", best);
+  }
+  std::printf("bench-tiers: budget_for_1pct_500us window=%s frequency=%s\n", smallest[0].c_str(),
+              smallest[1].c_str());
   return absl::OkStatus();
 }
 

@@ -7,19 +7,35 @@
 // (shard/plan/tier_replay.h) for the very tokens the loop decoded.
 //
 // Per budget (a percent of the budget that holds a shard whole, as
-// `engramctl plan --budgets` takes it) and per block time, fresh shard
-// processes in fresh cgroups and a fresh client run `decode_steps` steps
-// of `batch` sequences without prefill (so the replay, which decodes one
-// token per sequence per step from position 0, sees the same Lookups).
+// `engramctl plan --budgets` takes it), per placement policy and per block
+// time, fresh shard processes in fresh cgroups and a fresh client run
+// `decode_steps` steps of `batch` sequences without prefill (so the
+// replay, which decodes one token per sequence per step from position 0,
+// sees the same Lookups). The client sends every layer at Prefetch
+// (pipeline_layers off) with its need-by (ClientOptions::block_time), and
+// the shards read their tails earliest need-by first. Policies:
+//   window     the placement ChoosePlacement (shard/plan/placement.h)
+//              picks for the budget and block time, written into each
+//              shard's tier_plan.json before it starts;
+//   frequency  no tier_plan.json: engram-shard's default.
 // Before each budget, raw O_DIRECT 4 KiB reads over the shards' SST files
-// at the shards' combined reader-thread depth measure the disk.
+// at the shards' combined reader-thread depth measure the disk's rate (and
+// once, at depth 1, its latency); the planner's model and the lower bound
+// (IdealExposedWaitPercent: each layer's tail read at the disk's full rate
+// in deadline order from Prefetch) take both, each shard having a third of
+// the one disk. Then the smallest budget the planner finds for an exposed
+// wait of at most 1% at 500 us a block (SmallestBudgetForTarget), for each
+// policy, is run too.
 //
-// The last lines of the report, one per budget, then one:
-//   bench-tiers: budget_pct=P hit_ratio=H predicted_hit_ratio=H'
-//       tail_reads_per_s=R disk_ratio=D exposed_wait_500us_pct=X
+// The last lines of the report, one per run, then two:
+//   bench-tiers: budget_pct=P policy=window|frequency block_us=U
+//       hit_ratio=H exposed_wait_pct=X bound_pct=B predicted_pct=Y
 //   bench-tiers: planner_max_hit_error_pts=E
-// H and R from the 500 us/block run (R: SST reads/s of all shards
-// together; D = R / the raw reads/s), E the largest |H - H'| in points.
+//   bench-tiers: budget_for_1pct_500us window=P1 frequency=P2
+// X measured, B the bound, Y the planner's prediction (all % of decode
+// step time), E the largest |H - predicted H| in points over the runs; P1
+// and P2 the smallest budget run under that policy at 500 us whose
+// measured exposed wait is <= 1%, or `none`.
 #ifndef ENGRAM_BENCH_CLIENT_BENCH_TIERS_H_
 #define ENGRAM_BENCH_CLIENT_BENCH_TIERS_H_
 
@@ -44,6 +60,8 @@ struct TiersOptions {
   std::string log_dir;       // REQUIRED: shard stderr files and the replay's trace
   int shards = 3;
   std::vector<double> budget_pcts = {5, 10, 25, 50};
+  // Run the planner's smallest budget for 1% at 500 us too, per policy.
+  bool run_target_budgets = true;
   std::vector<absl::Duration> block_times = {absl::Microseconds(100), absl::Microseconds(500)};
   int decode_steps = 300;
   int batch = 64;

@@ -21,7 +21,44 @@ double StepsPerSecond(const PlanModelOptions& m, int batch) {
   return m.workers * TokensPerSecond(m, batch) / batch;
 }
 
+// Layers in the order the model needs them (by block; ties by index).
+std::vector<int> NeedOrder(std::span<const int64_t> layer_blocks) {
+  std::vector<int> order(layer_blocks.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return layer_blocks[a] < layer_blocks[b]; });
+  return order;
+}
+
+// Each layer's exposed seconds of one step from its arrival (the top of
+// tier_plan.h), into *exposed; returns their sum.
+double ExposedFromArrivals(std::span<const int64_t> layer_blocks, std::span<const int> need_order,
+                           double block_seconds, const std::vector<double>& arrival,
+                           std::vector<double>* exposed) {
+  exposed->assign(layer_blocks.size(), 0.0);
+  double waited = 0;
+  for (int l : need_order) {
+    const double needed = static_cast<double>(layer_blocks[l]) * block_seconds + waited;
+    const double e = std::max(0.0, arrival[l] - needed);
+    (*exposed)[l] = e;
+    waited += e;
+  }
+  return waited;
+}
+
 }  // namespace
+
+const char* FetchOrderName(FetchOrder order) {
+  return order == FetchOrder::kSequential ? "sequential" : "deadline";
+}
+
+absl::StatusOr<FetchOrder> ParseFetchOrder(std::string_view name) {
+  if (name == "deadline") return FetchOrder::kDeadlineFirst;
+  if (name == "sequential") return FetchOrder::kSequential;
+  return absl::InvalidArgumentError(absl::StrCat("fetch order \"",
+                                                 absl::string_view(name.data(), name.size()),
+                                                 "\" is not deadline or sequential"));
+}
 
 absl::Status PlanModelOptions::Validate(std::span<const int64_t> layer_blocks) const {
   auto bad = [](const char* field, double v, const char* want) {
@@ -59,16 +96,46 @@ FetchModel::FetchModel(const PlanModelOptions& options, std::vector<int64_t> lay
       step_seconds_(options.blocks * options.block_us * 1e-6) {
   const double others = static_cast<double>(o_.workers - 1) / o_.workers;
   for (double u : utilization) free_iops_.push_back(o_.disk_iops * (1 - others * u));
-  need_order_.resize(layer_blocks_.size());
-  std::iota(need_order_.begin(), need_order_.end(), 0);
-  std::stable_sort(need_order_.begin(), need_order_.end(),
-                   [this](int a, int b) { return layer_blocks_[a] < layer_blocks_[b]; });
+  need_order_ = NeedOrder(layer_blocks_);
 }
 
 double FetchModel::Step(std::span<const uint32_t> rows, std::span<const uint32_t> tail,
                         std::vector<double>* exposed) const {
+  std::vector<double> arrival;
+  if (o_.fetch_order == FetchOrder::kSequential) {
+    SequentialArrivals(rows, tail, &arrival);
+  } else {
+    DeadlineArrivals(rows, tail, &arrival);
+  }
+  return ExposedFromArrivals(layer_blocks_, need_order_, o_.block_us * 1e-6, arrival, exposed);
+}
+
+void FetchModel::DeadlineArrivals(std::span<const uint32_t> rows, std::span<const uint32_t> tail,
+                                  std::vector<double>* arrival) const {
   const size_t L = layer_blocks_.size(), K = free_iops_.size();
-  std::vector<double> arrival(L);
+  arrival->assign(L, 0.0);
+  std::vector<double> read(K, 0.0);  // tail rows each shard has read, in need order
+  double sent = 0;                   // the worker's link: every layer needed so far
+  for (int l : need_order_) {
+    double slowest = 0;
+    uint64_t asked = 0;
+    for (size_t s = 0; s < K; ++s) {
+      const uint32_t n = rows[l * K + s], t = tail[l * K + s];
+      asked += n;
+      const double send = static_cast<double>(n) * row_bytes_[l] / link_bytes_per_second_;
+      read[s] += t;
+      const double disk = t > 0 ? o_.disk_latency_us * 1e-6 + read[s] / free_iops_[s] : 0.0;
+      slowest = std::max(slowest, disk + send);
+      sent += send;
+    }
+    if (asked > 0) (*arrival)[l] = o_.rtt_us * 1e-6 + std::max(slowest, sent);
+  }
+}
+
+void FetchModel::SequentialArrivals(std::span<const uint32_t> rows, std::span<const uint32_t> tail,
+                                    std::vector<double>* arrival) const {
+  const size_t L = layer_blocks_.size(), K = free_iops_.size();
+  arrival->assign(L, 0.0);
   double at = 0;  // layer l leaves when layer l - 1 has arrived
   for (size_t l = 0; l < L; ++l) {
     double slowest = 0, all_sends = 0;
@@ -82,17 +149,8 @@ double FetchModel::Step(std::span<const uint32_t> rows, std::span<const uint32_t
       all_sends += send;
     }
     if (asked > 0) at += o_.rtt_us * 1e-6 + std::max(slowest, all_sends);
-    arrival[l] = at;
+    (*arrival)[l] = at;
   }
-  exposed->assign(L, 0.0);
-  double waited = 0;
-  for (int l : need_order_) {
-    const double needed = static_cast<double>(layer_blocks_[l]) * o_.block_us * 1e-6 + waited;
-    const double e = std::max(0.0, arrival[l] - needed);
-    (*exposed)[l] = e;
-    waited += e;
-  }
-  return waited;
 }
 
 TrafficPlan PlanTraffic(const TierReplay& replay, const PlanModelOptions& model) {
@@ -193,6 +251,36 @@ absl::StatusOr<std::vector<BudgetPlan>> PlanBudgets(const TierReplay& replay,
     out.push_back(std::move(p));
   }
   return out;
+}
+
+double IdealExposedWaitPercent(const TierReplay& replay, const BudgetReplay& budget,
+                               double disk_reads_per_second, double disk_latency_us,
+                               double block_us, int blocks) {
+  const std::vector<int64_t>& layer_blocks = replay.manifest().layout.engram_layer_ids;
+  const std::vector<int> need_order = NeedOrder(layer_blocks);
+  const size_t L = static_cast<size_t>(replay.n_layers()), K = replay.map().n_shards;
+  const double block_seconds = block_us * 1e-6;
+  const double step_seconds = blocks * block_seconds;
+  std::vector<double> arrival, exposed, read(K);
+  double exposed_sum = 0, wall = 0;
+  for (uint64_t step = 0; step < replay.steps(); ++step) {
+    const uint32_t* tail = budget.step_tail.data() + step * L * K;
+    arrival.assign(L, 0.0);
+    std::fill(read.begin(), read.end(), 0.0);
+    for (int l : need_order) {
+      for (size_t s = 0; s < K; ++s) {
+        const uint32_t t = tail[l * K + s];
+        if (t == 0) continue;
+        read[s] += t;
+        arrival[l] = std::max(arrival[l], disk_latency_us * 1e-6 + read[s] / disk_reads_per_second);
+      }
+    }
+    const double e =
+        ExposedFromArrivals(layer_blocks, need_order, block_seconds, arrival, &exposed);
+    exposed_sum += e;
+    wall += step_seconds + e;
+  }
+  return wall > 0 ? 100.0 * exposed_sum / wall : 0.0;
 }
 
 }  // namespace engram

@@ -17,9 +17,23 @@
 // (each shard reads its tail then sends; the worker's own link carries
 // every shard's rows), free_iops(s) = disk_iops x (1 - (W - 1) / W x
 // utilisation(s)): the other W - 1 workers' reads take their mean share of
-// the disk. Layers go out one after the other as the client's
-// pipeline_layers sends them: layer l leaves when layer l - 1 has arrived,
-// layer 0 at the step's start, so arrival(l) = fetch(0) + ... + fetch(l).
+// the disk. When the layers go out is PlanModelOptions::fetch_order:
+//
+//   kDeadlineFirst  every layer is sent at Prefetch (the step's start) and
+//                   each shard's disk reads the step's tail rows in need
+//                   order (layers by engram_layer_ids) at its free rate:
+//                     arrival(l) = rtt + max(max_s disk*(l, s) + send(l, s),
+//                                            sum_{j <= l} sum_s send(j, s))
+//                     disk*(l, s) = t > 0 ? disk_latency + (tail rows on s
+//                                   of the layers needed no later than l)
+//                                   / free_iops(s) : 0
+//                   (j <= l: needed no later than l). The shards' disks work
+//                   for the first layer first, and a later layer's window
+//                   is left to its own tail.
+//   kSequential     the client's pipeline_layers: layer l leaves when layer
+//                   l - 1 has arrived, layer 0 at the step's start, so
+//                   arrival(l) = fetch(0) + ... + fetch(l).
+//
 // The model needs layer l at block engram_layer_ids[l] of `blocks`, i.e.
 // at engram_layer_ids[l] x block_us after the step's start plus whatever
 // the step has already waited; exposed(l) = max(0, arrival(l) - that).
@@ -27,11 +41,19 @@
 // wait is sum(exposed) / sum(step times), the share of wall time a worker
 // spends blocked (engram-demo measures it the same way). The client's own
 // CPU (hashing, de-duplication, copies) and request bytes are left out.
+//
+// IdealExposedWaitPercent is a lower bound of any such model for one
+// replayed placement: each layer's tail read at the disk's full rate, in
+// deadline order, starting at Prefetch, with no round trip, no network and
+// no other workers. A benchmark can call it with the rate and latency it
+// measured to tell how far a measured wait is from what the placement
+// allows. Choosing the placement itself: shard/plan/placement.h.
 #ifndef ENGRAM_SHARD_PLAN_TIER_PLAN_H_
 #define ENGRAM_SHARD_PLAN_TIER_PLAN_H_
 
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -40,8 +62,16 @@
 
 namespace engram {
 
+// When a step's layers are sent and read (the top of this file).
+enum class FetchOrder { kDeadlineFirst, kSequential };
+// "deadline" / "sequential".
+const char* FetchOrderName(FetchOrder order);
+// InvalidArgument naming the accepted values for anything else.
+absl::StatusOr<FetchOrder> ParseFetchOrder(std::string_view name);
+
 // Defaults: DeepSeek-V4.1-Flash's 43 blocks at 500 us, 25 GbE, one NVMe
-// read of 80 us at depth 1.
+// read of 80 us at depth 1, every layer sent at Prefetch with deadline-first
+// reads.
 struct PlanModelOptions {
   // Random 4 KiB reads per second one shard's disk sustains at depth.
   // REQUIRED, > 0.
@@ -55,6 +85,8 @@ struct PlanModelOptions {
   // batch / (blocks x block_us).
   double tokens_per_second = 0;
   int workers = 1;  // inference workers sharing the shards, >= 1
+  // kSequential models the client's pipeline_layers.
+  FetchOrder fetch_order = FetchOrder::kDeadlineFirst;
 
   // InvalidArgument naming the first bad field; `layer_blocks` are the
   // layout's engram_layer_ids.
@@ -77,6 +109,12 @@ class FetchModel {
   double step_seconds() const { return step_seconds_; }  // blocks x block_us
 
  private:
+  // arrival[l] of each order.
+  void SequentialArrivals(std::span<const uint32_t> rows, std::span<const uint32_t> tail,
+                          std::vector<double>* arrival) const;
+  void DeadlineArrivals(std::span<const uint32_t> rows, std::span<const uint32_t> tail,
+                        std::vector<double>* arrival) const;
+
   PlanModelOptions o_;
   std::vector<int64_t> layer_blocks_;
   std::vector<uint32_t> row_bytes_;
@@ -128,6 +166,20 @@ absl::StatusOr<BudgetPlan> PlanBudget(const TierReplay& replay, const BudgetRepl
 absl::StatusOr<std::vector<BudgetPlan>> PlanBudgets(const TierReplay& replay,
                                                     const std::vector<uint64_t>& budgets,
                                                     const PlanModelOptions& model);
+
+// The lower bound of the exposed wait (percent of wall time) of
+// `budget`'s placement: every step's tail rows of each shard
+// (BudgetReplay::step_tail) read at `disk_reads_per_second` in need order
+// (layers by engram_layer_ids) starting at Prefetch, a layer's rows there
+// once its shards have read them (disk_latency_us, then its rows and those
+// of the layers needed before it, at the full rate); no round trip, no
+// network, no other workers. Layer l is needed engram_layer_ids[l] x
+// block_us into the step (plus what the step has waited); a step lasts
+// blocks x block_us plus its waits. REQUIRES: disk_reads_per_second > 0,
+// block_us > 0; `budget` a Run of `replay`.
+double IdealExposedWaitPercent(const TierReplay& replay, const BudgetReplay& budget,
+                               double disk_reads_per_second, double disk_latency_us,
+                               double block_us, int blocks);
 
 }  // namespace engram
 

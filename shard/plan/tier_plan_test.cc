@@ -8,6 +8,7 @@
 
 #include "common/testing/test_files.h"
 #include "gtest/gtest.h"
+#include "shard/plan/placement.h"
 #include "shard/plan/tier_plan.h"
 #include "shard/plan/tier_replay.h"
 
@@ -89,6 +90,7 @@ TEST(FetchModel, HandComputedSteps) {
   o.rtt_us = 10;
   o.block_us = 100;
   o.blocks = 10;
+  o.fetch_order = FetchOrder::kSequential;
   std::vector<double> exposed;
   auto step = [&exposed](const FetchModel& m, std::vector<uint32_t> rows,
                          std::vector<uint32_t> tail) { return m.Step(rows, tail, &exposed); };
@@ -122,11 +124,143 @@ TEST(FetchModel, HandComputedSteps) {
     step(m, {100, 50, 10, 10}, {2, 0, 0, 0});
     EXPECT_NEAR(exposed[0], (110 + 2000 / 0.75) * 1e-6, 1e-12);
   }
+  {
+    // Deadline-first: both layers sent at the start, shard 0's disk reads
+    // layer 0's 2 rows then layer 1's 3: layer 0 as above (2210 us),
+    // layer 1 at 10 + 100 + 5000 + 10 us = 5120 us (the worker's link:
+    // 160 us), needed at 500 + 2110 us: 2510 us exposed.
+    o.workers = 1;
+    o.fetch_order = FetchOrder::kDeadlineFirst;
+    const FetchModel m(o, {1, 5}, {1000, 1000}, {0, 0});
+    const double e = step(m, {100, 50, 10, 0}, {2, 0, 3, 0});
+    EXPECT_NEAR(exposed[0], 2110e-6, 1e-12);
+    EXPECT_NEAR(exposed[1], 2510e-6, 1e-12);
+    EXPECT_NEAR(e, 4620e-6, 1e-12);
+    // Layer 1 alone from disk: not behind layer 0's (which has none).
+    step(m, {1, 0, 1, 0}, {0, 0, 3, 0});
+    EXPECT_NEAR(exposed[1], (10 + 100 + 3000 + 1 - 500) * 1e-6, 1e-12);
+  }
   EXPECT_FALSE(o.Validate(std::vector<int64_t>{1, 14}).ok());  // 10 blocks < 15
   o.blocks = 43;
   EXPECT_TRUE(o.Validate(std::vector<int64_t>{1, 14}).ok());
   o.disk_iops = 0;
   EXPECT_FALSE(o.Validate(std::vector<int64_t>{1, 14}).ok());
+}
+
+PlanModelOptions WindowModel() {
+  PlanModelOptions m;
+  m.disk_iops = 100000;
+  m.tokens_per_second = 200;
+  m.block_us = 100;  // short blocks: the first layer's window is tight
+  m.blocks = 20;
+  return m;
+}
+
+// The window search never predicts more wait than the frequency policy it
+// replaces, and its placement replays to the plan it reports.
+TEST(Placement, NeverWorseThanFrequency) {
+  std::unique_ptr<TierReplay> replay = Replay();
+  ASSERT_NE(replay, nullptr);
+  const PlanModelOptions m = WindowModel();
+  bool some_better = false;
+  for (double pct : {5.0, 15.0, 30.0}) {
+    const uint64_t budget = BudgetOfPercent(pct, replay->shard_bytes());
+    absl::StatusOr<PlacementChoice> c = ChoosePlacement(*replay, budget, m);
+    ASSERT_TRUE(c.ok()) << c.status();
+    absl::StatusOr<BudgetReplay> f = replay->Run(budget);
+    ASSERT_TRUE(f.ok());
+    absl::StatusOr<BudgetPlan> fp = PlanBudget(*replay, *f, m);
+    ASSERT_TRUE(fp.ok());
+    EXPECT_LE(c->plan.exposed_wait_percent, fp->exposed_wait_percent) << pct;
+    EXPECT_DOUBLE_EQ(c->frequency.exposed_wait_percent, fp->exposed_wait_percent);
+    if (c->plan.exposed_wait_percent < fp->exposed_wait_percent - 1e-6) some_better = true;
+    absl::StatusOr<BudgetReplay> again = replay->Run(budget, c->placement);
+    ASSERT_TRUE(again.ok());
+    absl::StatusOr<BudgetPlan> p = PlanBudget(*replay, *again, m);
+    ASSERT_TRUE(p.ok());
+    EXPECT_DOUBLE_EQ(p->exposed_wait_percent, c->plan.exposed_wait_percent);
+    EXPECT_GT(c->evaluated, 20);
+    // The bound of the chosen placement is below its prediction.
+    EXPECT_LE(IdealExposedWaitPercent(*replay, *again, m.disk_iops, m.disk_latency_us, m.block_us,
+                                      m.blocks),
+              c->plan.exposed_wait_percent + 1e-12);
+  }
+  EXPECT_TRUE(some_better);
+}
+
+// The ideal bound is at most either model's prediction for any placement,
+// and zero with nothing read from disk.
+TEST(Placement, IdealBoundIsBelowTheModel) {
+  std::unique_ptr<TierReplay> replay = Replay();
+  ASSERT_NE(replay, nullptr);
+  PlanModelOptions m = WindowModel();
+  const uint64_t budget = BudgetOfPercent(10, replay->shard_bytes());
+  for (const TierPlacement& placement :
+       {TierPlacement{20, {}}, TierPlacement{0, {0.8, 0.2}}, TierPlacement{10, {0.3, 0.7}}}) {
+    absl::StatusOr<BudgetReplay> r = replay->Run(budget, placement);
+    ASSERT_TRUE(r.ok()) << r.status();
+    const double bound =
+        IdealExposedWaitPercent(*replay, *r, m.disk_iops, m.disk_latency_us, m.block_us, m.blocks);
+    EXPECT_GT(bound, 0);
+    for (FetchOrder order : {FetchOrder::kDeadlineFirst, FetchOrder::kSequential}) {
+      m.fetch_order = order;
+      absl::StatusOr<BudgetPlan> p = PlanBudget(*replay, *r, m);
+      ASSERT_TRUE(p.ok());
+      EXPECT_LE(bound, p->exposed_wait_percent + 1e-12) << FetchOrderName(order);
+    }
+  }
+  absl::StatusOr<BudgetReplay> whole = replay->Run(replay->shard_bytes());
+  ASSERT_TRUE(whole.ok());
+  EXPECT_EQ(IdealExposedWaitPercent(*replay, *whole, 1000, 80, 100, 20), 0.0);
+}
+
+// Layer shares are what the replay pins: a share of 1 for one layer keeps
+// the other's rows off the pinned set (all its hits are the cache's).
+TEST(Placement, SharesRespected) {
+  std::unique_ptr<TierReplay> replay = Replay();
+  ASSERT_NE(replay, nullptr);
+  const uint64_t budget = BudgetOfPercent(10, replay->shard_bytes());
+  for (int layer : {0, 1}) {
+    std::vector<double> shares(2, 0.0);
+    shares[layer] = 1;
+    absl::StatusOr<BudgetReplay> r = replay->Run(budget, {0, shares});
+    ASSERT_TRUE(r.ok()) << r.status();
+    uint64_t pinned[2] = {0, 0};
+    for (const ShardReplay& s : r->shards) {
+      for (int l = 0; l < 2; ++l) pinned[l] += s.layers[l].pinned;
+    }
+    EXPECT_GT(pinned[layer], 0u);
+    EXPECT_EQ(pinned[1 - layer], 0u);  // the profile holds more than the budget of each layer
+  }
+  EXPECT_EQ(replay->Run(budget, {0, {0.7, 0.7}}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(replay->Run(budget, {0, {1.0}}).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(Placement, TargetBudgetIsTheSmallestMeetingIt) {
+  std::unique_ptr<TierReplay> replay = Replay();
+  ASSERT_NE(replay, nullptr);
+  const PlanModelOptions m = WindowModel();
+  PlacementSearchOptions search;
+  search.share_step = 0.25;  // fewer replays: the test is of the bisection
+  search.cache_share_percents = {0};
+  absl::StatusOr<TargetBudget> t =
+      SmallestBudgetForTarget(*replay, 1.0, PlacementPolicy::kWindow, m, search, 5);
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_TRUE(t->found);
+  EXPECT_LE(t->choice.plan.exposed_wait_percent, 1.0);
+  EXPECT_EQ(t->bytes, BudgetOfPercent(t->percent, replay->shard_bytes()));
+  if (t->percent >= 5) {
+    absl::StatusOr<PlacementChoice> below =
+        ChoosePlacement(*replay, BudgetOfPercent(t->percent - 5, replay->shard_bytes()), m, search);
+    ASSERT_TRUE(below.ok());
+    EXPECT_GT(below->plan.exposed_wait_percent, 1.0);
+  }
+  EXPECT_LT(t->budgets_evaluated, 10);  // bisection of 21 budgets
+  absl::StatusOr<TargetBudget> never =
+      SmallestBudgetForTarget(*replay, -1, PlacementPolicy::kFrequency, m, search, 5);
+  ASSERT_TRUE(never.ok());
+  EXPECT_FALSE(never->found);
 }
 
 }  // namespace

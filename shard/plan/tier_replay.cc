@@ -71,6 +71,11 @@ absl::StatusOr<std::unique_ptr<TierReplay>> TierReplay::Create(const TierReplayO
     return absl::InvalidArgumentError(
         absl::StrCat("cache_share_percent ", options.cache_share_percent, " is not in 0..100"));
   }
+  if (!options.layer_pin_shares.empty()) {
+    HotTierOptions placement;
+    placement.layer_pin_shares = options.layer_pin_shares;
+    RETURN_IF_ERROR(placement.Validate(options.layer_pin_shares.size()));
+  }
   auto replay = std::unique_ptr<TierReplay>(new TierReplay());
   replay->options_ = options;
   ASSIGN_OR_RETURN(replay->manifest_, TableManifest::Load(options.table_dir));
@@ -84,6 +89,11 @@ absl::StatusOr<std::unique_ptr<TierReplay>> TierReplay::Create(const TierReplayO
     map.row_bytes.push_back(static_cast<uint32_t>(l.row_bytes));
   }
   RETURN_IF_ERROR(map.Validate());
+  if (!options.layer_pin_shares.empty() && options.layer_pin_shares.size() != m.layers.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "layer_pin_shares has ", options.layer_pin_shares.size(), " shares; the table has ",
+        m.layers.size(), " Engram layers (one share each, or none)"));
+  }
 
   ASSIGN_OR_RETURN(std::vector<std::vector<int64_t>> sequences,
                    ReadTraceSequences(options.trace_path, m.layout.vocab_size));
@@ -209,6 +219,17 @@ uint32_t TierReplay::step_rows(uint64_t step, int layer, uint32_t shard) const {
 }
 
 absl::StatusOr<BudgetReplay> TierReplay::Run(uint64_t budget_bytes) const {
+  return Run(budget_bytes, placement());
+}
+
+absl::StatusOr<BudgetReplay> TierReplay::Run(uint64_t budget_bytes,
+                                             const TierPlacement& placement) const {
+  {
+    HotTierOptions check;
+    check.cache_share_percent = placement.cache_share_percent;
+    check.layer_pin_shares = placement.layer_pin_shares;
+    RETURN_IF_ERROR(check.Validate(map_.layer_rows.size()));
+  }
   if (budget_bytes > shard_bytes()) {
     return absl::InvalidArgumentError(absl::StrCat("a budget of ", budget_bytes,
                                                    " bytes is larger than a shard (", shard_bytes(),
@@ -228,7 +249,8 @@ absl::StatusOr<BudgetReplay> TierReplay::Run(uint64_t budget_bytes) const {
   // Shards are independent: each writes only its own entries of step_tail.
   std::atomic<uint32_t> next{0};
   auto work = [&] {
-    for (uint32_t s = next++; s < K; s = next++) shards[s] = RunShard(s, tier_budget, &r.step_tail);
+    for (uint32_t s = next++; s < K; s = next++)
+      shards[s] = RunShard(s, tier_budget, placement, &r.step_tail);
   };
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const uint32_t n =
@@ -245,6 +267,7 @@ absl::StatusOr<BudgetReplay> TierReplay::Run(uint64_t budget_bytes) const {
 }
 
 absl::StatusOr<ShardReplay> TierReplay::RunShard(uint32_t shard, uint64_t budget,
+                                                 const TierPlacement& placement,
                                                  std::vector<uint32_t>* step_tail) const {
   const int L = n_layers();
   ShardReplay out;
@@ -260,7 +283,8 @@ absl::StatusOr<ShardReplay> TierReplay::RunShard(uint32_t shard, uint64_t budget
   }
   HotTierOptions tier;
   tier.budget_bytes = budget;
-  tier.cache_share_percent = options_.cache_share_percent;
+  tier.cache_share_percent = placement.cache_share_percent;
+  tier.layer_pin_shares = placement.layer_pin_shares;
   tier.worker_cache_bytes = options_.worker_cache_bytes;
   // As HotTier::Build: a profile is used when there is a budget to pin.
   const bool use_profile = budget > 0 && !options_.profile_trace_path.empty();

@@ -15,7 +15,8 @@
 // by layer, through the shard server's own policy: the pinned set and the
 // admission cache's size from PlanHotTier (shard/hot_tier.h; the profile of
 // each shard counted from `profile_trace_path` by ProfileTrace, as
-// `engramctl import --profile-trace` writes hot_profile.bin), and for the
+// `engramctl import --profile-trace` writes hot_profile.bin; the placement,
+// cache share and layer shares, the options' or Run's), and for the
 // rest the real AdmissionCache, called as HotTier and StoreService call it:
 // a Lookup for every row the pinned set misses (in request order), then,
 // once the request's disk read is done, an Admit of each miss (in order).
@@ -70,6 +71,17 @@ namespace engram {
 absl::StatusOr<std::vector<std::vector<int64_t>>> ReadTraceSequences(const std::string& path,
                                                                      int64_t vocab_size);
 
+// Where a shard's hot tier puts its budget: HotTierOptions'
+// cache_share_percent and layer_pin_shares (what a shard's tier_plan.json
+// sets; shard/shard_format.h).
+struct TierPlacement {
+  uint32_t cache_share_percent = kHotTierCacheSharePercent;
+  // Empty = by frequency (the profile's order across layers); else one
+  // share of the pinned budget per layer (HotTierOptions::layer_pin_shares).
+  std::vector<double> layer_pin_shares;
+  bool operator==(const TierPlacement&) const = default;
+};
+
 struct TierReplayOptions {
   // The table directory: only manifest.json is read (hash layout, rows and
   // row bytes per layer). REQUIRED.
@@ -91,6 +103,9 @@ struct TierReplayOptions {
   // HotTierOptions::cache_share_percent with a profile: the shard server's
   // default, kHotTierCacheSharePercent = 20.
   uint32_t cache_share_percent = kHotTierCacheSharePercent;
+  // HotTierOptions::layer_pin_shares: empty = by frequency (engram-shard
+  // without a tier_plan.json), else one share per layer.
+  std::vector<double> layer_pin_shares;
   // HotTierOptions::worker_cache_bytes, this shard's share of the workers'
   // caches (engram-shard --worker-cache-bytes / K); 0 = none. The workers' own cache is not
   // replayed: keep it 0 unless the trace's rows were filtered the same way.
@@ -160,6 +175,14 @@ class TierReplay {
   // budget is below fixed_bytes or above a shard (shard_bytes());
   // ResourceExhausted, see max_cache_replay_bytes.
   absl::StatusOr<BudgetReplay> Run(uint64_t budget_bytes) const;
+  // The same with another placement than the options' (the shards' hot
+  // tiers built with it: PlanHotTier); InvalidArgument for a placement
+  // HotTierOptions::Validate refuses.
+  absl::StatusOr<BudgetReplay> Run(uint64_t budget_bytes, const TierPlacement& placement) const;
+  // The options' placement (cache_share_percent, layer_pin_shares).
+  TierPlacement placement() const {
+    return {options_.cache_share_percent, options_.layer_pin_shares};
+  }
 
   const TierReplayOptions& options() const { return options_; }
   const TableManifest& manifest() const { return manifest_; }
@@ -192,6 +215,7 @@ class TierReplay {
   }
   absl::Status BuildSteps(const std::vector<std::vector<int64_t>>& sequences);
   absl::StatusOr<ShardReplay> RunShard(uint32_t shard, uint64_t budget,
+                                       const TierPlacement& placement,
                                        std::vector<uint32_t>* step_tail) const;
 
   TierReplayOptions options_;
