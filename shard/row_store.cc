@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 #include <thread>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -32,8 +33,7 @@ struct Request {
   };
   std::vector<Item> items;      // sorted by key
   std::vector<char> key_bytes;  // items[i]'s encoded key at 8 * i
-  size_t batch = 0;
-  size_t n_chunks = 0;
+  size_t batch = 0, n_chunks = 0;
   absl::Time deadline = absl::InfiniteFuture();
   absl::Time need_by = absl::InfiniteFuture();  // orders the reader queue
   std::atomic<size_t> next_chunk{0};
@@ -43,18 +43,17 @@ struct Request {
   std::function<void(absl::Status)> done;
 };
 
-// A claim on a request in the reader queue. The queue is a min-heap by
-// (need_by, seq): the earliest need-by first, FIFO among equal ones.
+// A claim on a request in the reader queue, a heap by (need_by, seq):
+// the earliest need-by first, FIFO among equal ones.
 struct Token {
   absl::Time need_by = absl::InfiniteFuture();
   uint64_t seq = 0;
   std::shared_ptr<Request> req;
 };
-struct LaterToken {
-  bool operator()(const Token& a, const Token& b) const {
-    return a.need_by != b.need_by ? a.need_by > b.need_by : a.seq > b.seq;
-  }
-};
+// std::push_heap's "less": a later need-by (then a later arrival) is less.
+bool LaterToken(const Token& a, const Token& b) {
+  return std::tie(a.need_by, a.seq) > std::tie(b.need_by, b.seq);
+}
 
 // Per-thread MultiGet buffers, reused across chunks.
 struct Scratch {
@@ -180,12 +179,10 @@ class RowStoreImpl final : public RowStore {
   size_t batch_;
 
   const std::string tail_access_;
-  // Rows that reads found missing, damaged or unreadable, since Open.
-  std::atomic<uint64_t> damaged_rows_{0};
-  // Rows not read because their request's deadline had passed.
-  std::atomic<uint64_t> expired_rows_{0};
-  // Rows read after their request's need-by.
-  std::atomic<uint64_t> late_rows_{0};
+  // Since Open: rows that reads found missing, damaged or unreadable; rows
+  // not read because their request's deadline had passed; rows read after
+  // their request's need-by.
+  std::atomic<uint64_t> damaged_rows_{0}, expired_rows_{0}, late_rows_{0};
 
   mutable absl::Mutex mu_;
   std::vector<Token> queue_ ABSL_GUARDED_BY(mu_);  // a heap, LaterToken
@@ -242,12 +239,12 @@ void RowStoreImpl::Dispatch(const std::shared_ptr<Request>& req, size_t tokens) 
 
 void RowStoreImpl::PushLocked(Token token) {
   queue_.push_back(std::move(token));
-  std::push_heap(queue_.begin(), queue_.end(), LaterToken());
+  std::push_heap(queue_.begin(), queue_.end(), LaterToken);
   earliest_queued_.store(absl::ToUnixNanos(queue_.front().need_by), std::memory_order_relaxed);
 }
 
 Token RowStoreImpl::PopLocked() {
-  std::pop_heap(queue_.begin(), queue_.end(), LaterToken());
+  std::pop_heap(queue_.begin(), queue_.end(), LaterToken);
   Token token = std::move(queue_.back());
   queue_.pop_back();
   earliest_queued_.store(queue_.empty() ? std::numeric_limits<int64_t>::max()

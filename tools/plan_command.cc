@@ -190,20 +190,6 @@ nlohmann::json PlacementJson(const PlacementChoice& c) {
           {"layer_pin_percent", percent}};
 }
 
-// The tier_plan.json of a choice for a budget.
-TierPlanFile TierPlanOf(const PlacementChoice& c, uint64_t budget_bytes) {
-  TierPlanFile f;
-  f.policy = c.placement.layer_pin_shares.empty() ? TierPlanFile::Policy::kFrequency
-                                                  : TierPlanFile::Policy::kWindow;
-  f.cache_share_percent = c.placement.cache_share_percent;
-  for (double share : c.placement.layer_pin_shares) {
-    f.layer_pin_percent.push_back(std::round(share * 1e6) / 1e4);  // percent, 4 decimals
-  }
-  f.ram_budget_bytes = budget_bytes;
-  if (!c.plan.disk_saturated) f.predicted_exposed_wait_percent = c.plan.exposed_wait_percent;
-  return f;
-}
-
 // --fixed-bytes' default: RocksDB's index of shard 0's block tail. A
 // 4 KiB block holds whole rows of one layer, each with its 8-byte key and a
 // few bytes of entry header; the index keeps one entry per block (its last
@@ -400,7 +386,10 @@ int PlanCommand(const std::vector<std::string>& args) {
   }
   std::vector<std::string> written;
   if (to_write != nullptr) {
-    const TierPlanFile file = TierPlanOf(*to_write, write_bytes);
+    const TierPlanFile file = TierPlanOf(
+        to_write->placement, write_bytes,
+        to_write->plan.disk_saturated ? std::nullopt
+                                      : std::optional<double>(to_write->plan.exposed_wait_percent));
     for (const std::string& dir : plan_dirs) {
       const std::string path = absl::StrCat(dir, "/", kTierPlanFile);
       if (absl::Status s = file.Save(path); !s.ok()) {

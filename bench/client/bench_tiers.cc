@@ -124,11 +124,7 @@ absl::Status WriteTierPlans(const std::vector<std::string>& dirs, const TierPlac
     std::error_code ec;
     fs::remove(path, ec);
     if (p.layer_pin_shares.empty() && p.cache_share_percent == kHotTierCacheSharePercent) continue;
-    TierPlanFile f;
-    f.policy = p.layer_pin_shares.empty() ? TierPlanFile::Policy::kFrequency
-                                          : TierPlanFile::Policy::kWindow;
-    f.cache_share_percent = p.cache_share_percent;
-    for (double s : p.layer_pin_shares) f.layer_pin_percent.push_back(100 * s);
+    const TierPlanFile f = TierPlanOf(p);
     RETURN_IF_ERROR(f.Save(path));
   }
   return absl::OkStatus();

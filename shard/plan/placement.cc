@@ -254,4 +254,18 @@ absl::StatusOr<TargetBudget> SmallestBudgetForTarget(const TierReplay& replay,
   return out;
 }
 
+TierPlanFile TierPlanOf(const TierPlacement& placement, uint64_t budget_bytes,
+                        std::optional<double> predicted_exposed_wait_percent) {
+  TierPlanFile f;
+  f.policy = placement.layer_pin_shares.empty() ? TierPlanFile::Policy::kFrequency
+                                                : TierPlanFile::Policy::kWindow;
+  f.cache_share_percent = placement.cache_share_percent;
+  for (double share : placement.layer_pin_shares) {
+    f.layer_pin_percent.push_back(std::round(share * 1e6) / 1e4);  // percent, 4 decimals
+  }
+  f.ram_budget_bytes = budget_bytes;
+  f.predicted_exposed_wait_percent = predicted_exposed_wait_percent;
+  return f;
+}
+
 }  // namespace engram

@@ -33,12 +33,14 @@
 #define ENGRAM_SHARD_PLAN_PLACEMENT_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "shard/plan/tier_plan.h"
 #include "shard/plan/tier_replay.h"
+#include "shard/shard_format.h"
 
 namespace engram {
 
@@ -80,6 +82,13 @@ absl::StatusOr<PlacementChoice> ChoosePlacement(const TierReplay& replay, uint64
 // one engram-shard --ram-budget takes as printed; 100 (or more) is the
 // shard's exact size.
 uint64_t BudgetOfPercent(double percent, uint64_t shard_bytes);
+
+// The tier_plan.json of `placement` (shard/shard_format.h): policy window
+// with its layer percents (4 decimals), or frequency; the cache share;
+// the budget it was chosen for (0 = not given) and its prediction when
+// there is one.
+TierPlanFile TierPlanOf(const TierPlacement& placement, uint64_t budget_bytes = 0,
+                        std::optional<double> predicted_exposed_wait_percent = std::nullopt);
 
 // "window" chooses the placement per budget (ChoosePlacement); "frequency"
 // is engram-shard without a tier plan.
