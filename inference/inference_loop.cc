@@ -246,7 +246,7 @@ absl::Status Loop::Compute(Prefetched& p, bool prefill, const std::function<absl
 // The prefill in chunks: chunk k + 1 is prefetched as chunk k's compute
 // begins.
 absl::Status Loop::RunPrefill() {
-  const int chunk = o_.prefill_chunk > 0 ? std::min(o_.prefill_chunk, o_.prefill) : o_.prefill;
+  const int chunk = PrefillChunkTokens(o_);
   ASSIGN_OR_RETURN(Prefetched current, Prefetch(0, chunk));
   for (int pos = 0; pos < o_.prefill;) {
     const int next_pos = pos + current.tokens;
@@ -344,8 +344,7 @@ absl::StatusOr<InferenceLoopResult> Loop::Run() {
   TimerSlack slack(1);
   RealtimeScope realtime(o_.realtime);
   r_.realtime = realtime.active();
-  const int chunk = o_.prefill_chunk > 0 ? std::min(o_.prefill_chunk, o_.prefill) : o_.prefill;
-  const int chunks = o_.prefill > 0 ? (o_.prefill + chunk - 1) / chunk : 0;
+  const int chunks = PrefillChunks(o_);
   const int planned = chunks + o_.decode_steps;
   const absl::Time start = absl::Now();
   if (o_.prefill > 0) RETURN_IF_ERROR(RunPrefill());
@@ -408,6 +407,14 @@ absl::StatusOr<TokenTrace> TokenTrace::Load(const std::string& path) {
 int64_t TokenTrace::Token(int sequence, int batch, size_t position) const {
   const size_t stride = std::max<size_t>(1, tokens_.size() / static_cast<size_t>(batch));
   return tokens_[(static_cast<size_t>(sequence) * stride + position) % tokens_.size()];
+}
+
+int PrefillChunkTokens(const InferenceLoopOptions& o) {
+  return o.prefill_chunk > 0 ? std::min(o.prefill_chunk, o.prefill) : o.prefill;
+}
+
+int PrefillChunks(const InferenceLoopOptions& o) {
+  return o.prefill > 0 ? (o.prefill + PrefillChunkTokens(o) - 1) / PrefillChunkTokens(o) : 0;
 }
 
 double InferenceLoopResult::decode_tokens_per_second() const {

@@ -156,6 +156,11 @@ struct InferenceLoopResult {
   double decode_tokens_per_second() const;
 };
 
+// Tokens per sequence in each prefill chunk (the last may hold fewer), and
+// how many chunks the prefill takes (0 without a prefill).
+int PrefillChunkTokens(const InferenceLoopOptions& options);
+int PrefillChunks(const InferenceLoopOptions& options);
+
 // p-quantile (0..1) of `samples` (nearest rank); 0 when empty.
 double Percentile(std::vector<double> samples, double p);
 

@@ -203,8 +203,7 @@ absl::StatusOr<RunOutcome> RunOne(const Env& env, const RunSpec& spec) {
   lo.measure_skew = spec.measure_skew;
   lo.max_run_time = absl::Seconds(absl::GetFlag(FLAGS_max_run_seconds));
   double shard_cpu0 = dep->cpu_seconds();
-  const int chunk = lo.prefill_chunk > 0 ? std::min(lo.prefill_chunk, lo.prefill) : lo.prefill;
-  const int prefill_chunks = lo.prefill > 0 ? (lo.prefill + chunk - 1) / chunk : 0;
+  const int prefill_chunks = PrefillChunks(lo);
   lo.progress = [&](int done, int) {  // the decode steps start after the prefill's chunks
     if (prefill_chunks > 0 && done == prefill_chunks) shard_cpu0 = dep->cpu_seconds();
   };
