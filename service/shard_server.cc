@@ -91,6 +91,10 @@ absl::Status ShardServerOptions::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("reader threads = ", options.reader_threads, " is not in 1..1024"));
   }
+  if (options.later_read_depth < 1 || options.later_read_depth > 1024) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "later read depth = ", options.later_read_depth, " is not in 1..1024"));
+  }
   if (options.gather_threads.has_value() &&
       (*options.gather_threads < 0 || *options.gather_threads > 64)) {
     return absl::InvalidArgumentError(
@@ -346,6 +350,7 @@ absl::StatusOr<std::shared_ptr<ServingTable>> ShardServer::OpenTable(
   RowStoreOptions store_options;
   store_options.direct_io = options.direct_io && !cuckoo;
   store_options.reader_threads = options.reader_threads;
+  store_options.later_read_depth = options.later_read_depth;
   auto store = RowStore::Open(dir, store_options);
   if (!store.ok()) {
     // Most of RowStore's errors name the directory already.

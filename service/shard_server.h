@@ -145,6 +145,10 @@ struct ShardServerOptions {
   bool direct_io = true;
   // Threads issuing RocksDB MultiGets for hot-tier misses.
   int reader_threads = 32;
+  // Reads of later need-bys in flight, at most, while a read of the
+  // earliest need-by is waiting or in flight (RowStoreOptions::
+  // later_read_depth, shard/read_queue.h).
+  int later_read_depth = 4;
   // Helper threads that copy shares of a large request's hot rows while the
   // gRPC thread copies its own share (requests of 4,096 rows or more;
   // service/gather_pool.h). 0 = the gRPC thread copies every row itself;

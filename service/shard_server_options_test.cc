@@ -20,6 +20,9 @@ TEST(ShardServerOptions, ValidateNamesTheBadField) {
   options.max_rows_per_request = 0;
   EXPECT_NE(options.Validate().message().find("max rows"), std::string::npos);
   options.max_rows_per_request = 10;
+  options.later_read_depth = 0;
+  EXPECT_NE(options.Validate().message().find("later read depth = 0"), std::string::npos);
+  options.later_read_depth = 4;
   options.listen = "nocolon";
   EXPECT_NE(options.Validate().message().find("nocolon"), std::string::npos);
 }

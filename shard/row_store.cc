@@ -17,43 +17,30 @@
 #include "rocksdb/statistics.h"
 #include "rocksdb/table_properties.h"
 #include "shard/mapping_guard.h"
+#include "shard/read_queue.h"
 #include "shard/shard_format.h"
 
 namespace engram {
 namespace {
 
 // One ReadRows call: its refs sorted by key, split into chunks that reader
-// threads (and, for a blocking call, the caller) claim one at a time. The
-// last chunk to finish reports the result. Shared by every thread that
-// holds a claim token, so it outlives all of them.
-struct Request {
+// threads (and, for a blocking call, the caller) claim from the store's
+// ReadQueue one at a time. The last chunk to finish reports the result.
+// Shared by every thread that holds a claim, so it outlives all of them.
+struct Request : ReadQueue::Job {
   struct Item {
     uint64_t key;
     uint8_t* dst;
   };
   std::vector<Item> items;      // sorted by key
   std::vector<char> key_bytes;  // items[i]'s encoded key at 8 * i
-  size_t batch = 0, n_chunks = 0;
+  size_t batch = 0;             // keys per chunk
   absl::Time deadline = absl::InfiniteFuture();
-  absl::Time need_by = absl::InfiniteFuture();  // orders the reader queue
-  std::atomic<size_t> next_chunk{0};
   std::atomic<size_t> chunks_left{0};
   absl::Mutex mu;
   absl::Status status ABSL_GUARDED_BY(mu);
   std::function<void(absl::Status)> done;
 };
-
-// A claim on a request in the reader queue, a heap by (need_by, seq):
-// the earliest need-by first, FIFO among equal ones.
-struct Token {
-  absl::Time need_by = absl::InfiniteFuture();
-  uint64_t seq = 0;
-  std::shared_ptr<Request> req;
-};
-// std::push_heap's "less": a later need-by (then a later arrival) is less.
-bool LaterToken(const Token& a, const Token& b) {
-  return std::tie(a.need_by, a.seq) > std::tie(b.need_by, b.seq);
-}
 
 // Per-thread MultiGet buffers, reused across chunks.
 struct Scratch {
@@ -82,7 +69,8 @@ class RowStoreImpl final : public RowStore {
         map_(std::move(map)),
         info_(std::move(info)),
         batch_(static_cast<size_t>(std::max(1, options.multiget_batch))),
-        tail_access_(std::move(tail_access)) {
+        tail_access_(std::move(tail_access)),
+        queue_(ReadQueueOptions{.later_depth = options.later_read_depth}) {
     read_options_.verify_checksums = true;
     read_options_.fill_cache = options.block_cache_bytes > 0;
     const int n = std::max(1, options.reader_threads);
@@ -91,10 +79,7 @@ class RowStoreImpl final : public RowStore {
   }
 
   ~RowStoreImpl() override {
-    {
-      absl::MutexLock lock(&mu_);
-      stopping_ = true;
-    }
+    queue_.Stop();
     for (std::thread& t : threads_) t.join();
     db_guards_.clear();  // before RocksDB unmaps the files
     for (rocksdb::ColumnFamilyHandle* cf : cfs_) db_->DestroyColumnFamilyHandle(cf);
@@ -116,11 +101,11 @@ class RowStoreImpl final : public RowStore {
       finished.Notify();
     });
     if (req == nullptr) return result;  // rejected up front; done ran
-    // Helpers take chunks beyond the first; this thread works too, so a
-    // small request never waits for a pool thread.
-    Dispatch(req, req->n_chunks - 1);
+    // Reader threads help (after every request with a need-by); this
+    // thread works on it too, so a small request never waits for one.
+    queue_.Add(req);
     Scratch scratch(batch_);
-    RunChunks(*req, scratch, /*may_yield=*/false);
+    while (std::optional<size_t> chunk = queue_.ClaimOwn(*req)) RunChunk(*req, *chunk, scratch);
     finished.WaitForNotification();
     return result;
   }
@@ -135,7 +120,7 @@ class RowStoreImpl final : public RowStore {
     if (req == nullptr) return;
     req->deadline = deadline;
     req->need_by = need_by;
-    Dispatch(req, req->n_chunks);
+    queue_.Add(std::move(req));
   }
 
   absl::Status ScanRows(std::span<const RowRef> refs) override;
@@ -148,17 +133,11 @@ class RowStoreImpl final : public RowStore {
   // Validates and sorts refs. On a bad ref calls done and returns null.
   std::shared_ptr<Request> Prepare(std::span<const RowRef> refs,
                                    std::function<void(absl::Status)> done);
-  void Dispatch(const std::shared_ptr<Request>& req, size_t tokens);
   void WorkerLoop();
-  bool HasWorkOrStopping() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return stopping_ || !queue_.empty();
-  }
-  void PushLocked(Token token) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  Token PopLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Reads chunks of `req` until none is left. With `may_yield` (a reader
-  // thread), returns false between two chunks when a queued request needs
-  // its rows before `req` does, leaving the rest of `req` unclaimed.
-  bool RunChunks(Request& req, Scratch& scratch, bool may_yield);
+  // Reads chunk `chunk` of `req` (claimed from the queue, or by its own
+  // caller when `claim` is null); the last chunk to finish calls req.done.
+  void RunChunk(Request& req, size_t chunk, Scratch& scratch,
+                const ReadQueue::Claim* claim = nullptr);
   absl::Status ReadChunk(Request& req, size_t begin, size_t end, Scratch& scratch);
   // DATA_LOSS (or INTERNAL) for `key`: `what` is wrong with it.
   absl::Status RowError(uint64_t key, const std::string& what, const rocksdb::Status& st) const;
@@ -184,13 +163,7 @@ class RowStoreImpl final : public RowStore {
   // their request's need-by.
   std::atomic<uint64_t> damaged_rows_{0}, expired_rows_{0}, late_rows_{0};
 
-  mutable absl::Mutex mu_;
-  std::vector<Token> queue_ ABSL_GUARDED_BY(mu_);  // a heap, LaterToken
-  uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
-  // The need-by of the queue's first token (Unix ns; int64 max when the
-  // queue is empty), read without the lock between chunks.
-  std::atomic<int64_t> earliest_queued_{std::numeric_limits<int64_t>::max()};
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  ReadQueue queue_;
   std::vector<std::thread> threads_;
 };
 
@@ -223,91 +196,56 @@ std::shared_ptr<Request> RowStoreImpl::Prepare(std::span<const RowRef> refs,
   for (size_t i = 0; i < req->items.size(); ++i) {
     EncodeShardKey(req->items[i].key, &req->key_bytes[i * kShardKeyBytes]);
   }
-  req->batch = batch_;
-  req->n_chunks = (req->items.size() + batch_ - 1) / batch_;
-  req->chunks_left.store(req->n_chunks, std::memory_order_relaxed);
+  // As many chunks as there are readers (up to batch_ keys each, at least
+  // one): a small request's rows are read side by side, not one after
+  // another in one MultiGet.
+  const size_t n = req->items.size();
+  req->batch = std::clamp<size_t>((n + threads_.size() - 1) / threads_.size(), 1, batch_);
+  req->chunks = (n + req->batch - 1) / req->batch;
+  req->chunks_left.store(req->chunks, std::memory_order_relaxed);
   req->done = std::move(done);
   return req;
 }
 
-void RowStoreImpl::Dispatch(const std::shared_ptr<Request>& req, size_t tokens) {
-  tokens = std::min(tokens, threads_.size());
-  if (tokens == 0) return;
-  absl::MutexLock lock(&mu_);
-  for (size_t i = 0; i < tokens; ++i) PushLocked({req->need_by, next_seq_++, req});
-}
-
-void RowStoreImpl::PushLocked(Token token) {
-  queue_.push_back(std::move(token));
-  std::push_heap(queue_.begin(), queue_.end(), LaterToken);
-  earliest_queued_.store(absl::ToUnixNanos(queue_.front().need_by), std::memory_order_relaxed);
-}
-
-Token RowStoreImpl::PopLocked() {
-  std::pop_heap(queue_.begin(), queue_.end(), LaterToken);
-  Token token = std::move(queue_.back());
-  queue_.pop_back();
-  earliest_queued_.store(queue_.empty() ? std::numeric_limits<int64_t>::max()
-                                        : absl::ToUnixNanos(queue_.front().need_by),
-                         std::memory_order_relaxed);
-  return token;
-}
-
 void RowStoreImpl::WorkerLoop() {
   Scratch scratch(batch_);
-  for (;;) {
-    Token token;
-    {
-      absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(this, &RowStoreImpl::HasWorkOrStopping));
-      if (queue_.empty()) return;  // stopping
-      token = PopLocked();
-    }
-    if (!RunChunks(*token.req, scratch, /*may_yield=*/true)) {
-      // Back in line with its own place among equals; the earlier request
-      // is taken next.
-      absl::MutexLock lock(&mu_);
-      PushLocked(std::move(token));
-    }
+  while (std::optional<ReadQueue::Claim> claim = queue_.Next()) {
+    std::shared_ptr<ReadQueue::Job> job = claim->job;
+    Request& req = static_cast<Request&>(*job);
+    RunChunk(req, claim->chunk, scratch, &*claim);
   }
 }
 
-bool RowStoreImpl::RunChunks(Request& req, Scratch& scratch, bool may_yield) {
-  const int64_t need_by_ns = absl::ToUnixNanos(req.need_by);
-  for (;;) {
-    if (may_yield && earliest_queued_.load(std::memory_order_relaxed) < need_by_ns &&
-        req.next_chunk.load(std::memory_order_relaxed) < req.n_chunks) {
-      return false;
+void RowStoreImpl::RunChunk(Request& req, size_t chunk, Scratch& scratch,
+                            const ReadQueue::Claim* claim) {
+  const size_t begin = chunk * req.batch;
+  const size_t end = std::min(begin + req.batch, req.items.size());
+  absl::Status s;
+  if (req.deadline != absl::InfiniteFuture() && absl::Now() >= req.deadline) {
+    // Nobody waits for these rows any more: the disk serves live requests.
+    expired_rows_.fetch_add(end - begin, std::memory_order_relaxed);
+    s = absl::DeadlineExceededError(
+        absl::StrCat(name_, ": the request's deadline passed before its rows were read (",
+                     req.items.size(), " rows from disk)"));
+  } else {
+    s = ReadChunk(req, begin, end, scratch);
+    if (req.need_by != absl::InfiniteFuture() && absl::Now() > req.need_by) {
+      late_rows_.fetch_add(end - begin, std::memory_order_relaxed);
     }
-    const size_t c = req.next_chunk.fetch_add(1, std::memory_order_relaxed);
-    if (c >= req.n_chunks) return true;
-    const size_t begin = c * req.batch;
-    const size_t end = std::min(begin + req.batch, req.items.size());
-    absl::Status s;
-    if (req.deadline != absl::InfiniteFuture() && absl::Now() >= req.deadline) {
-      // Nobody waits for these rows any more: the disk serves live requests.
-      expired_rows_.fetch_add(end - begin, std::memory_order_relaxed);
-      s = absl::DeadlineExceededError(
-          absl::StrCat(name_, ": the request's deadline passed before its rows were read (",
-                       req.items.size(), " rows from disk)"));
-    } else {
-      s = ReadChunk(req, begin, end, scratch);
-      if (req.need_by != absl::InfiniteFuture() && absl::Now() > req.need_by) {
-        late_rows_.fetch_add(end - begin, std::memory_order_relaxed);
-      }
-    }
-    if (!s.ok()) {
+  }
+  // The disk is free for the next chunk before the reply is built.
+  if (claim != nullptr) queue_.Done(*claim);
+  if (!s.ok()) {
+    absl::MutexLock lock(&req.mu);
+    if (req.status.ok()) req.status = std::move(s);
+  }
+  if (req.chunks_left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    absl::Status result;
+    {
       absl::MutexLock lock(&req.mu);
-      if (req.status.ok()) req.status = std::move(s);
+      result = req.status;
     }
-    if (req.chunks_left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      absl::Status result;
-      {
-        absl::MutexLock lock(&req.mu);
-        result = req.status;
-      }
-      req.done(std::move(result));
-    }
+    req.done(std::move(result));
   }
 }
 

@@ -37,8 +37,14 @@ struct RowStoreOptions {
   // Threads that issue MultiGets; a request's misses are split over them so
   // the disk sees a deep queue (Debian's RocksDB has no io_uring).
   int reader_threads = 32;
-  // Keys per MultiGet call when a request's misses are split.
+  // Keys per MultiGet call, at most, when a request's misses are split
+  // (a request is split over the readers first: a small one is read a
+  // key per reader).
   int multiget_batch = 16;
+  // Reads of later need-bys in flight, at most, while a read of the
+  // earliest need-by is queued or in flight (shard/read_queue.h), so the
+  // earliest layer's reads meet a short queue in the device.
+  int later_read_depth = 4;
   // RocksDB block cache; 0 = none (the hot tier is our cache).
   size_t block_cache_bytes = 0;
 };
@@ -111,15 +117,16 @@ class RowStore {
   // DEADLINE_EXCEEDED, and the rows it did not read count in Stats'
   // expired_rows.
   //
-  // `need_by`: when the caller needs the rows. The reader threads serve the
-  // queued requests, of every caller, earliest need-by first (in arrival
-  // order among equal need-bys); every chunk of a request has its
-  // need-by. A reader re-queues the rest of its request between two
-  // MultiGets when a request that needs its rows earlier is waiting, so a
-  // large request delays an urgent one by at most one MultiGet per reader.
-  // InfiniteFuture = after every request that has a need-by (the blocking
-  // ReadRows' helpers queue so too). Rows read after their need-by count in
-  // Stats' late_rows.
+  // `need_by`: when the caller needs the rows. A request is split into
+  // chunks (one MultiGet each, as many as there are readers); the reader
+  // threads take chunks of the queued requests, of every caller, earliest
+  // need-by first (in arrival order among equal need-bys), one chunk at a
+  // time, so a large request delays an urgent one by at most one chunk per
+  // reader; and while a chunk of the earliest need-by is queued or being
+  // read, at most `later_read_depth` chunks of later need-bys are read
+  // (shard/read_queue.h). InfiniteFuture = after every request that has a
+  // need-by (the blocking ReadRows' helpers queue so too). Rows read after
+  // their need-by count in Stats' late_rows.
   virtual void ReadRowsAsync(std::span<const RowRef> refs, std::function<void(absl::Status)> done,
                              absl::Time deadline = absl::InfiniteFuture(),
                              absl::Time need_by = absl::InfiniteFuture()) = 0;
