@@ -355,6 +355,13 @@ rocksdb::Options ShardDbOptions(const ShardDbTuning& tuning) {
   o.bottommost_compression = rocksdb::kNoCompression;
   o.disable_auto_compactions = true;
   o.max_open_files = -1;  // keep every table reader (and its index) open
+  // Table readers (each file's index: blocks kept for the store's life)
+  // built on the opening thread, not on up to 16 helper threads that live
+  // for the open alone: their blocks then come from that thread's malloc
+  // arena instead of from whichever arenas the helpers got, and a shard's
+  // memory does not wander from one table version to the next
+  // (docs/reliability.md, "Soak").
+  o.max_file_opening_threads = 1;
   o.use_direct_reads = tuning.direct_io;
   o.allow_mmap_reads = tuning.mmap_reads && !tuning.direct_io;
   o.skip_stats_update_on_db_open = true;
