@@ -153,7 +153,7 @@ void SetOption(std::optional<int>* field, int32_t value) {
     "gRPC's callback pool)")                                                          \
   X(int32_t, reader_threads, reader_threads, "RocksDB reader threads")                \
   X(int32_t, later_read_depth, later_read_depth,                                      \
-    "tail reads of later need-bys in flight while one of the earliest is waiting "     \
+    "tail reads of later need-bys in flight while one of the earliest is waiting "    \
     "or read (1..1024)")                                                              \
   X(int32_t, gather_threads, gather_threads,                                          \
     "helper threads copying shares of a large request's hot rows (0 = none, "         \

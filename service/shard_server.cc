@@ -92,8 +92,8 @@ absl::Status ShardServerOptions::Validate() const {
         absl::StrCat("reader threads = ", options.reader_threads, " is not in 1..1024"));
   }
   if (options.later_read_depth < 1 || options.later_read_depth > 1024) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "later read depth = ", options.later_read_depth, " is not in 1..1024"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("later read depth = ", options.later_read_depth, " is not in 1..1024"));
   }
   if (options.gather_threads.has_value() &&
       (*options.gather_threads < 0 || *options.gather_threads > 64)) {

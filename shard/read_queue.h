@@ -104,7 +104,7 @@ class ReadQueue {
   size_t n_queued_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  absl::CondVar ready_;  // a chunk may start, or stopping
+  absl::CondVar ready_;                      // a chunk may start, or stopping
   size_t waiting_ ABSL_GUARDED_BY(mu_) = 0;  // readers in Next
 };
 

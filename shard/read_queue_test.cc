@@ -46,8 +46,9 @@ TEST(ReadQueueTest, EarliestNeedByFirstAndArrivalOrderAmongEquals) {
   q.Add(second);
   std::vector<ReadQueue::Claim> claims;
   using P = std::pair<ReadQueue::Job*, size_t>;
-  EXPECT_EQ(Drain(q, &claims),
-            (std::vector<P>{{first.get(), 0}, {second.get(), 0}, {late.get(), 0}, {late.get(), 1}}));
+  EXPECT_EQ(
+      Drain(q, &claims),
+      (std::vector<P>{{first.get(), 0}, {second.get(), 0}, {late.get(), 0}, {late.get(), 1}}));
   EXPECT_EQ(q.in_flight(), 4u);
   EXPECT_EQ(q.queued_chunks(), 0u);
 }
