@@ -73,6 +73,8 @@ struct TiersOptions {
   // glibc), which the report shows against each group's peak.
   uint64_t overhead_bytes = uint64_t{64} << 20;
   int reader_threads = 32;  // engram-shard --reader-threads (its default)
+  // Time reading the raw disk at the shards' depth before each budget, in two
+  // passes (the better one counts).
   absl::Duration raw_disk_time = absl::Seconds(3);
 };
 
