@@ -210,8 +210,7 @@ std::shared_ptr<Request> RowStoreImpl::Prepare(std::span<const RowRef> refs,
 void RowStoreImpl::WorkerLoop() {
   Scratch scratch(batch_);
   while (std::optional<ReadQueue::Claim> claim = queue_.Next()) {
-    std::shared_ptr<ReadQueue::Job> job = claim->job;
-    Request& req = static_cast<Request&>(*job);
+    Request& req = static_cast<Request&>(*claim->job);  // the claim keeps it alive
     RunChunk(req, claim->chunk, scratch, &*claim);
   }
 }
