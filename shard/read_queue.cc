@@ -5,6 +5,7 @@
 #include <utility>
 
 namespace engram {
+
 bool ReadQueue::Later(const std::shared_ptr<Job>& a, const std::shared_ptr<Job>& b) {
   return std::tie(a->need_by, a->seq_) > std::tie(b->need_by, b->seq_);
 }

@@ -3,9 +3,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
-#include <limits>
+#include <optional>
 #include <thread>
-#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
