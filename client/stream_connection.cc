@@ -281,12 +281,18 @@ void StreamConnection::WriteLoop() {
   }
 }
 
-absl::StatusOr<int> StreamConnection::Connect(bool* grpc_answered) {
+absl::StatusOr<int> StreamConnection::Connect(bool* grpc_answered, absl::Duration wait_for_ready) {
   *grpc_answered = false;
   v1::InfoResponse info;
   {
     grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(absl::Now() + options_.connect_timeout));
+    if (wait_for_ready > absl::ZeroDuration()) {
+      context.set_wait_for_ready(true);
+      context.set_deadline(absl::ToChronoTime(
+          absl::Now() + std::min(wait_for_ready, options_.connect_timeout)));
+    } else {
+      context.set_deadline(absl::ToChronoTime(absl::Now() + options_.connect_timeout));
+    }
     if (!options_.auth_token.empty()) {
       context.AddMetadata("authorization", "Bearer " + options_.auth_token);
     }
@@ -379,9 +385,18 @@ void StreamConnection::Run() {
   absl::Duration backoff = options_.min_backoff;
   auto stopping = [this]()
                       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return state_ == State::kStopping; };
+  bool first = true;
   for (;;) {
     bool grpc_answered = false;
-    absl::StatusOr<int> fd = Connect(&grpc_answered);
+    absl::StatusOr<int> fd = Connect(&grpc_answered, absl::ZeroDuration());
+    if (first && !fd.ok() && !grpc_answered && !IsCredentialError(fd.status())) {
+      // The first connection's transport failure is tried once more, with
+      // gRPC waiting for its channel to reconnect (after its 50 ms
+      // backoff) for a few backoffs: a passing failure does not fail the
+      // first calls; a replica that is down fails them that much later.
+      fd = Connect(&grpc_answered, 4 * options_.min_backoff);
+    }
+    first = false;
     std::vector<StreamCall*> failed, rerouted, expired;
     absl::Status error;
     {

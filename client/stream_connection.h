@@ -114,7 +114,8 @@ class StreamConnection {
   void WriteLoop();
   // Learns the stream port and connects: the socket, -1 when the replica
   // offers no stream, or the failure; *grpc_answered tells whether Info did.
-  absl::StatusOr<int> Connect(bool* grpc_answered);
+  // A positive `wait_for_ready` sends Info wait-for-ready, bounded by it.
+  absl::StatusOr<int> Connect(bool* grpc_answered, absl::Duration wait_for_ready);
   // Reads responses from `fd` until it fails; returns why.
   absl::Status ReadLoop(int fd);
   // Reads n bytes of the stream from `fd` (through tls_ when on). The
