@@ -70,4 +70,22 @@ set +e
 err="$("$bin/engramctl" verify 2>&1 >/dev/null)"; rc=$?
 set -e
 [[ $rc -eq 2 ]] && grep -q "needs --db" <<<"$err"
+
+# A table of Q2_K rows (gen-table --encoding): imported, every row the
+# table's; an encoding the geometry cannot hold is one line, exit 2, and
+# leaves no table.
+"$bin/engramctl" gen-table --out "$tmp/q2k" --preset small --head-dim 256 --encoding q2_k \
+    --engram-vocab-size 400 --seed 5 >/dev/null
+grep -q '"encoding": *"q2_k"' "$tmp/q2k/manifest.json"
+"$bin/engramctl" import --table "$tmp/q2k" --shards 2 --shard-index 0 --out "$tmp/q0" >/dev/null
+out="$("$bin/engramctl" verify --db "$tmp/q0" --table "$tmp/q2k")"
+grep -q "every readable row equals the table's" <<<"$out" || { echo "q2_k: $out"; exit 1; }
+[[ "$(tail -1 <<<"$out")" =~ ^verify:\ [0-9]+\ rows,\ all\ match$ ]] || { echo "q2_k: $out"; exit 1; }
+set +e
+err="$("$bin/engramctl" gen-table --out "$tmp/q64" --preset small --encoding q2_k 2>&1 >/dev/null)"
+rc=$?
+set -e
+[[ $rc -ne 0 && "$(wc -l <<<"$err")" -eq 1 && ! -e "$tmp/q64/manifest.json" ]] \
+    || { echo "q2_k at head_dim 64: rc=$rc: $err"; exit 1; }
+grep -q "head_dim must be a positive multiple of 256" <<<"$err"
 echo "verify CLI: all checks passed"

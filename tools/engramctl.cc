@@ -40,6 +40,9 @@ ABSL_FLAG(std::string, preset, kGenDefaults.preset, "gen-table: table geometry, 
 ABSL_FLAG(int64_t, engram_vocab_size, kGenDefaults.engram_vocab_size,
           "gen-table: base size of the prime walk (released V4.1: 16000000)");
 ABSL_FLAG(int32_t, head_dim, kGenDefaults.head_dim, "gen-table: values per row (0 = preset's)");
+ABSL_FLAG(std::string, encoding, engram::RowEncodingName(kGenDefaults.encoding),
+          "gen-table: row encoding, e4m3_e8m0 (the checkpoint's fp8) or a ggml or plain one "
+          "(q8_0, q2_k..q6_k, mxfp4, bf16, f16, f32; head_dim a multiple of its block)");
 ABSL_FLAG(uint64_t, seed, kGenDefaults.seed, "gen-table: seed of the synthetic rows and token map");
 ABSL_FLAG(std::string, layout, kGenDefaults.layout_file,
           "gen-table: take the hash layout from this JSON file");
@@ -58,7 +61,7 @@ constexpr char kUsage[] =
     "  dequant-check FILE.json...\n"
     "                            replay GGUF row decoding golden files (gguf_dequant.json)\n"
     "  gen-table --out DIR [--preset small|v41] [--engram-vocab-size N]\n"
-    "            [--head-dim D] [--seed S] [--layout FILE] [--token-map FILE]\n"
+    "            [--head-dim D] [--encoding E] [--seed S] [--layout FILE] [--token-map FILE]\n"
     "                            write a deterministic synthetic table\n"
     "  import --table DIR | --checkpoint DIR | --gguf FILE --shards K --shard-index I\n"
     "         --out DIR [--profile-trace FILE] [--table-version N (checkpoint, GGUF)]\n"
@@ -137,6 +140,10 @@ int GenTable(const std::vector<std::string>& args) {
   o.preset = absl::GetFlag(FLAGS_preset);
   o.engram_vocab_size = absl::GetFlag(FLAGS_engram_vocab_size);
   o.head_dim = absl::GetFlag(FLAGS_head_dim);
+  absl::StatusOr<engram::RowEncoding> encoding =
+      engram::ParseRowEncoding(absl::GetFlag(FLAGS_encoding));
+  if (!encoding.ok()) return Fail(absl::StrCat("gen-table: --encoding: ", encoding.status().message()));
+  o.encoding = *encoding;
   o.seed = absl::GetFlag(FLAGS_seed);
   o.layout_file = absl::GetFlag(FLAGS_layout);
   o.token_map_file = absl::GetFlag(FLAGS_token_map);

@@ -82,6 +82,9 @@ ABSL_FLAG(int32_t, hot_cache_share, -1,
           "the shards' --hot-cache-share: percent of the hot tier kept for the admission "
           "cache (-1 = the server's default, 20)");
 ABSL_FLAG(int32_t, shard_reader_threads, 0, "engram-shard --reader-threads (0 = its default)");
+ABSL_FLAG(std::string, encoding, "e4m3_e8m0",
+          "the generated table's row encoding: e4m3_e8m0 (the checkpoint's fp8) or a ggml or "
+          "plain one (q8_0, q2_k..q6_k, mxfp4, bf16, f16, f32)");
 ABSL_FLAG(std::string, format, "bf16", "how the loop gathers rows: bf16, f32 or raw");
 ABSL_FLAG(int32_t, channels_per_replica, kClientDefaults.channels_per_replica,
           "ClientOptions::channels_per_replica");
@@ -250,6 +253,11 @@ absl::StatusOr<Env> MakeEnv() {
   wo.demo_dir = build + "/demo";
   wo.source_dir = ENGRAM_SOURCE_DIR;
   wo.engram_vocab_size = absl::GetFlag(FLAGS_vocab);
+  absl::StatusOr<RowEncoding> encoding = ParseRowEncoding(absl::GetFlag(FLAGS_encoding));
+  if (!encoding.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--encoding: ", encoding.status().message()));
+  }
+  wo.encoding = *encoding;
   ASSIGN_OR_RETURN(Workload w, PrepareWorkload(wo));
   env.workload = std::move(w);
   env.shard_binary = absl::GetFlag(FLAGS_shard_binary).empty() ? bin + "/engram-shard"

@@ -115,13 +115,16 @@ absl::StatusOr<Workload> PrepareWorkload(const WorkloadOptions& o) {
     ASSIGN_OR_RETURN(uint64_t h, HashFile(token_map));
     map_hash = h;
   }
-  w.dir = absl::StrFormat("%s/%s-vocab%d-%08x", o.work_dir, o.preset, o.engram_vocab_size,
-                          static_cast<uint32_t>(trace_hash ^ (map_hash * 31)));
+  const bool fp8 = o.encoding == RowEncoding::kFp8;
+  const std::string encoding = fp8 ? "" : absl::StrCat("-", RowEncodingName(o.encoding));
+  w.dir = absl::StrFormat("%s/%s%s-vocab%d-%08x", o.work_dir, o.preset, encoding,
+                          o.engram_vocab_size, static_cast<uint32_t>(trace_hash ^ (map_hash * 31)));
   w.profile_trace = w.dir + "/profile.trace";
   w.workload_trace = w.dir + "/workload.trace";
   w.table_dir = w.dir + "/table";
   const std::string stamp = w.dir + "/stamp";
-  const std::string want = absl::StrCat(o.preset, " vocab=", o.engram_vocab_size, " trace=", trace,
+  const std::string want = absl::StrCat(o.preset, encoding, " vocab=", o.engram_vocab_size,
+                                        " trace=", trace,
                                         " token_map=", token_map.empty() ? "-" : token_map, "\n");
   absl::StatusOr<std::string> have = ReadFileToString(stamp);
   if (have.ok() && *have == want) return w;
@@ -132,12 +135,14 @@ absl::StatusOr<Workload> PrepareWorkload(const WorkloadOptions& o) {
   if (ec) return absl::InternalError(absl::StrCat("cannot create ", w.dir, ": ", ec.message()));
   RETURN_IF_ERROR(SplitTrace(trace, w.profile_trace, w.workload_trace));
   Say(absl::StrCat("generating a ", o.preset, "-geometry table (engram_vocab_size ",
-                   o.engram_vocab_size, ") in ", w.table_dir));
+                   o.engram_vocab_size, ", ", RowEncodingName(o.encoding), " rows) in ",
+                   w.table_dir));
   GenTableOptions g;
   g.out_dir = w.table_dir;
   g.preset = o.preset;
   g.engram_vocab_size = o.engram_vocab_size;
   g.token_map_file = token_map;
+  g.encoding = o.encoding;
   if (absl::Status s = GenerateTable(g, {}); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("generating the table: ", s.message()));
   }

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/codec/row_encoding.h"
 #include "shard/shard_format.h"
 
 namespace engram::bench {
@@ -38,6 +39,10 @@ struct WorkloadOptions {
   // The table's geometry (common/gen/table_gen.h): "v41" (264-byte rows) or
   // "small" (66-byte rows). Names the table's directory.
   std::string preset = "v41";
+  // The rows' encoding (common/codec/row_encoding.h): the checkpoint's fp8
+  // by default, or e.g. q2_k (84-byte rows for the v41 geometry). A
+  // non-default encoding names the table's directory too.
+  RowEncoding encoding = RowEncoding::kFp8;
 };
 
 struct Workload {

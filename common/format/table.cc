@@ -61,7 +61,9 @@ absl::Status LocateFp8Tensor(const SafetensorsHeader& header, const std::string&
     return absl::InvalidArgumentError(
         absl::StrCat(at, " has dtype ", t->dtype, ", expected ", std::string(dtype)));
   }
-  const uint64_t cols = static_cast<uint64_t>(dtype == kWeightDtype ? l.head_dim : l.scale_bytes());
+  const uint64_t cols = static_cast<uint64_t>(dtype == kWeightDtype ? l.head_dim
+                                              : dtype == kRowsDtype ? l.row_bytes
+                                                                    : l.scale_bytes());
   if (t->shape != std::vector<uint64_t>{l.rows, cols}) {
     return absl::InvalidArgumentError(absl::StrCat(at, " has shape [", absl::StrJoin(t->shape, ","),
                                                    "], expected [", l.rows, ",", cols, "]"));
@@ -73,9 +75,12 @@ absl::Status LocateFp8Tensor(const SafetensorsHeader& header, const std::string&
 absl::Status ReadFp8Rows(const Fp8Tensors& t, const LayerInfo& l, uint64_t first, uint64_t n,
                          uint8_t* out) {
   if (n == 0) return absl::OkStatus();
+  const size_t rb = static_cast<size_t>(l.row_bytes);
+  if (l.encoding != RowEncoding::kFp8) {
+    return PreadFully(t.weight_fd, out, n * rb, t.weight_offset + first * rb, t.path);
+  }
   const size_t hd = static_cast<size_t>(l.head_dim);
   const size_t sc = static_cast<size_t>(l.scale_bytes());
-  const size_t rb = static_cast<size_t>(l.row_bytes);
   // Weights go to the tail of `out` and are moved forward row by row; row
   // i's destination [i*rb, (i+1)*rb) never reaches the source of row i+1.
   uint8_t* weights = out + n * sc;
@@ -117,9 +122,14 @@ absl::StatusOr<std::unique_ptr<TableReader>> TableReader::Open(const std::string
     Fp8Tensors t;
     t.weight_fd = t.scale_fd = r->fd_;
     t.path = path;
-    RETURN_IF_ERROR(FirstError(
-        {LocateFp8Tensor(r->header_, path, l, l.weight_tensor, kWeightDtype, &t.weight_offset),
-         LocateFp8Tensor(r->header_, path, l, l.scale_tensor, kScaleDtype, &t.scale_offset)}));
+    if (l.encoding != RowEncoding::kFp8) {
+      RETURN_IF_ERROR(
+          LocateFp8Tensor(r->header_, path, l, l.weight_tensor, kRowsDtype, &t.weight_offset));
+    } else {
+      RETURN_IF_ERROR(FirstError(
+          {LocateFp8Tensor(r->header_, path, l, l.weight_tensor, kWeightDtype, &t.weight_offset),
+           LocateFp8Tensor(r->header_, path, l, l.scale_tensor, kScaleDtype, &t.scale_offset)}));
+    }
     r->tensors_.push_back(t);
   }
   return r;
@@ -192,7 +202,8 @@ absl::StatusOr<std::unique_ptr<TableWriter>> TableWriter::Create(const std::stri
     l.index = static_cast<int>(i);
     l.checksum.clear();
     if (l.weight_tensor.empty()) l.weight_tensor = EngramWeightTensorName(l.layer_id);
-    if (l.scale_tensor.empty()) l.scale_tensor = EngramScaleTensorName(l.layer_id);
+    const bool fp8 = l.encoding == RowEncoding::kFp8;
+    if (fp8 && l.scale_tensor.empty()) l.scale_tensor = EngramScaleTensorName(l.layer_id);
     if (l.row_bytes == 0) {  // else Validate says what is wrong
       l.row_bytes = EncodedRowBytes(l.encoding, l.head_dim, l.scale_block).value_or(0);
     }
@@ -212,26 +223,32 @@ absl::StatusOr<std::unique_ptr<TableWriter>> TableWriter::Create(const std::stri
 
   std::unique_ptr<TableWriter> w(new TableWriter());
   w->dir_ = table_dir;
-  std::vector<SafetensorsTensor> tensors;  // weight, scale per layer
+  // Per layer: fp8 weight and scale tensors, or one tensor of the rows.
+  std::vector<SafetensorsTensor> tensors;
   uint64_t cursor = 0;
   auto add = [&](const std::string& name, const char* dtype, uint64_t rows, int cols) {
     const uint64_t c = static_cast<uint64_t>(cols);
     tensors.push_back({name, dtype, {rows, c}, cursor, cursor + rows * c});
     cursor += rows * c;
+    return tensors.back().begin;
   };
   for (const LayerInfo& l : manifest.layers) {
-    add(l.weight_tensor, kWeightDtype, l.rows, l.head_dim);
-    add(l.scale_tensor, kScaleDtype, l.rows, l.scale_bytes());
+    auto st = std::make_unique<LayerState>();
+    if (l.encoding == RowEncoding::kFp8) {
+      st->weight_offset = add(l.weight_tensor, kWeightDtype, l.rows, l.head_dim);
+      st->scale_offset = add(l.scale_tensor, kScaleDtype, l.rows, l.scale_bytes());
+    } else {
+      st->weight_offset = add(l.weight_tensor, kRowsDtype, l.rows, l.row_bytes);
+    }
+    w->layers_.push_back(std::move(st));
   }
   const std::string header =
       BuildSafetensorsHeader(tensors, {{"format", kTableFormat},
                                        {"table", manifest.table},
                                        {"version", absl::StrCat(manifest.version)}});
-  for (size_t i = 0; i < manifest.layers.size(); ++i) {
-    auto st = std::make_unique<LayerState>();
-    st->weight_offset = header.size() + tensors[2 * i].begin;
-    st->scale_offset = header.size() + tensors[2 * i + 1].begin;
-    w->layers_.push_back(std::move(st));
+  for (auto& st : w->layers_) {  // offsets in the file, past the header
+    st->weight_offset += header.size();
+    st->scale_offset += header.size();
   }
   const std::string rows_path = JoinPath(table_dir, manifest.rows_file);
   w->fd_ = ::open(rows_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -257,16 +274,22 @@ absl::Status TableWriter::AppendRows(int layer, const uint8_t* rows, uint64_t n)
                                               " more appended"));
   }
   if (n == 0) return absl::OkStatus();
+  const size_t rb = static_cast<size_t>(l.row_bytes);
+  const std::string what = JoinPath(dir_, manifest_.rows_file);
+  if (l.encoding != RowEncoding::kFp8) {
+    RETURN_IF_ERROR(PwriteFully(fd_, rows, n * rb, st.weight_offset + st.next_row * rb, what));
+    XXH3_64bits_update(st.xxh.get(), rows, n * rb);
+    st.next_row += n;
+    return absl::OkStatus();
+  }
   const size_t hd = static_cast<size_t>(l.head_dim);
   const size_t sc = static_cast<size_t>(l.scale_bytes());
-  const size_t rb = static_cast<size_t>(l.row_bytes);
   weight_buf_.resize(n * hd);
   scale_buf_.resize(n * sc);
   for (size_t i = 0; i < n; ++i) {
     std::memcpy(weight_buf_.data() + i * hd, rows + i * rb, hd);
     std::memcpy(scale_buf_.data() + i * sc, rows + i * rb + hd, sc);
   }
-  const std::string what = JoinPath(dir_, manifest_.rows_file);
   RETURN_IF_ERROR(
       PwriteFully(fd_, weight_buf_.data(), n * hd, st.weight_offset + st.next_row * hd, what));
   RETURN_IF_ERROR(

@@ -32,6 +32,9 @@ inline constexpr int kTableFormatVersion = 1;
 inline constexpr char kManifestFile[] = "manifest.json";
 inline constexpr char kDefaultRowsFile[] = "rows.safetensors";
 inline constexpr char kWeightDtype[] = "F8_E4M3";
+// A layer of another encoding is one tensor of its stored rows as bytes,
+// [rows, row_bytes].
+inline constexpr char kRowsDtype[] = "U8";
 inline constexpr char kScaleDtype[] = "F8_E8M0";
 
 // Checkpoint tensor names of Engram layer `layer_id`:
@@ -127,15 +130,17 @@ struct Fp8Tensors {
 };
 
 // Finds tensor `name` of layer `l` in `header` (of the file at `path`),
-// checks its dtype (kWeightDtype or kScaleDtype) and its shape ([rows,
-// head_dim] or [rows, scale_bytes()]), and gives its absolute offset.
+// checks its dtype (kWeightDtype, kScaleDtype or kRowsDtype) and its shape
+// ([rows, head_dim], [rows, scale_bytes()] or [rows, row_bytes]), and gives
+// its absolute offset.
 // NotFound or InvalidArgument naming the file, tensor and layer.
 absl::Status LocateFp8Tensor(const SafetensorsHeader& header, const std::string& path,
                              const LayerInfo& l, const std::string& name, std::string_view dtype,
                              uint64_t* offset);
 
 // Reads stored rows [first, first + n) of layer `l` into out[n *
-// l.row_bytes]: each row's weight bytes then its scale bytes (pread only;
+// l.row_bytes]: each row's weight bytes then its scale bytes, or for a
+// layer of another encoding its kRowsDtype tensor's bytes (pread only;
 // thread-safe). REQUIRES: the rows lie inside the layer.
 absl::Status ReadFp8Rows(const Fp8Tensors& tensors, const LayerInfo& l, uint64_t first, uint64_t n,
                          uint8_t* out);

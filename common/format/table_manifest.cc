@@ -221,10 +221,6 @@ absl::Status TableManifest::Validate(bool require_checksums) const {
       return Bad(absl::StrCat(at, "row_bytes ", l.row_bytes, " != ", *row_bytes, " (",
                               RowEncodingName(l.encoding), ", head_dim ", l.head_dim, ")"));
     }
-    if (!rows_file.empty() && !fp8) {
-      return Bad(absl::StrCat(at, "a rows file holds e4m3_e8m0 rows only, not ",
-                              RowEncodingName(l.encoding)));
-    }
     // A rows file holds a kFp8 layer in two tensors; a source may hold its
     // stored rows in one (a ds4 GGUF).
     if (l.weight_tensor.empty() || (fp8 && !rows_file.empty() && l.scale_tensor.empty())) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -166,6 +167,59 @@ absl::Status ApplyTokenMapFile(const std::string& path, HashLayout* layout) {
   return absl::OkStatus();
 }
 
+// Pseudo-random rows of the ggml and plain encodings (GenerateEncodedRow).
+uint64_t SplitMix(uint64_t* state) {
+  uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+void Store16(uint8_t* out, size_t at, uint16_t v) { std::memcpy(out + at, &v, 2); }
+
+// A positive fp16 normal number in [2^-7, 2^-2): a block scale whose
+// products with any quant stay finite.
+uint16_t SmallHalf(uint64_t r) {
+  return static_cast<uint16_t>(((8 + r % 5) << 10) | (r >> 8) % 1024);
+}
+
+// Block bytes and the byte offsets of the fp16 d and dmin (-1: none) of the
+// ggml block types, as ggml-common.h lays them out: Q8_0 {d, qs[32]}, Q2_K
+// {scales[16], qs[64], d, dmin}, Q3_K {hmask[32], qs[64], scales[12], d},
+// Q4_K {d, dmin, scales[12], qs[128]}, Q5_K {d, dmin, scales[12], qh[32],
+// qs[128]}, Q6_K {ql[128], qh[64], scales[16], d}, MXFP4 {e8m0 e, qs[16]}.
+struct BlockScales {
+  RowEncoding encoding;
+  int bytes, d, dmin;
+};
+constexpr BlockScales kBlockScales[] = {
+    {RowEncoding::kQ8_0, 34, 0, -1},    {RowEncoding::kQ2_K, 84, 80, 82},
+    {RowEncoding::kQ3_K, 110, 108, -1}, {RowEncoding::kQ4_K, 144, 0, 2},
+    {RowEncoding::kQ5_K, 176, 0, 2},    {RowEncoding::kQ6_K, 210, 208, -1},
+    {RowEncoding::kMxfp4, 17, -1, -1},
+};
+
+// Small normal numbers of either sign, as a plain type's bits.
+void FillPlain(RowEncoding e, uint64_t* state, uint8_t* out, size_t size) {
+  const size_t width = e == RowEncoding::kF32 ? 4 : 2;
+  for (size_t at = 0; at < size; at += width) {
+    const uint64_t r = SplitMix(state);
+    const uint64_t sign = r & 1;
+    if (e == RowEncoding::kF32) {
+      const uint32_t v =
+          static_cast<uint32_t>(sign << 31 | (120 + (r >> 1) % 12) << 23 | (r >> 8) % (1u << 23));
+      std::memcpy(out + at, &v, 4);
+    } else if (e == RowEncoding::kBf16) {
+      Store16(out, at,
+              static_cast<uint16_t>(sign << 15 | (120 + (r >> 1) % 12) << 7 | (r >> 8) % 128));
+    } else {  // F16
+      Store16(out, at,
+              static_cast<uint16_t>(sign << 15 | (8 + (r >> 1) % 12) << 10 | (r >> 8) % 1024));
+    }
+  }
+}
+
+
 }  // namespace
 
 std::vector<int64_t> RandomTokenMap(uint64_t seed, int64_t vocab_size, int64_t n_ids,
@@ -272,6 +326,40 @@ void GenerateRow(uint64_t seed, int layer, uint64_t row, int head_dim, int scale
   GenerateRows(seed, layer, row, 1, head_dim, scale_block, out);
 }
 
+void GenerateEncodedRow(RowEncoding encoding, uint64_t seed, int layer, uint64_t row,
+                        int head_dim, int scale_block, uint8_t* out) {
+  if (encoding == RowEncoding::kFp8) {
+    GenerateRow(seed, layer, row, head_dim, scale_block, out);
+    return;
+  }
+  const size_t size = static_cast<size_t>(*EncodedRowBytes(encoding, head_dim, 0));
+  uint64_t state = seed;
+  for (uint64_t x : {uint64_t{0x46616d696c79ull}, static_cast<uint64_t>(layer), row,
+                     static_cast<uint64_t>(encoding)}) {
+    state = SplitMix(&state) ^ x;
+  }
+  if (encoding == RowEncoding::kBf16 || encoding == RowEncoding::kF16 ||
+      encoding == RowEncoding::kF32) {
+    FillPlain(encoding, &state, out, size);
+    return;
+  }
+  for (size_t at = 0; at < size; at += 8) {
+    const uint64_t r = SplitMix(&state);
+    std::memcpy(out + at, &r, std::min<size_t>(8, size - at));
+  }
+  // Each block's fp16 d (and dmin) made a small normal number, MXFP4's e8m0
+  // scale 2^-7..2^8.
+  for (const BlockScales& bs : kBlockScales) {
+    if (bs.encoding != encoding) continue;
+    for (size_t b = 0; b < size; b += static_cast<size_t>(bs.bytes)) {
+      const uint64_t r = SplitMix(&state);
+      if (encoding == RowEncoding::kMxfp4) out[b] = static_cast<uint8_t>(120 + r % 16);
+      if (bs.d >= 0) Store16(out, b + static_cast<size_t>(bs.d), SmallHalf(r));
+      if (bs.dmin >= 0) Store16(out, b + static_cast<size_t>(bs.dmin), SmallHalf(r >> 20));
+    }
+  }
+}
+
 absl::Status GenerateTable(const GenTableOptions& options,
                            const std::function<void(uint64_t done, uint64_t total)>& progress) {
   if (options.out_dir.empty()) {
@@ -280,22 +368,40 @@ absl::Status GenerateTable(const GenTableOptions& options,
   int head_dim, scale_block;
   RETURN_IF_ERROR(ResolveGeometry(options, &head_dim, &scale_block));
   ASSIGN_OR_RETURN(HashLayout layout, BuildPresetLayout(options));
+  const bool fp8 = options.encoding == RowEncoding::kFp8;
+  if (!fp8) scale_block = 0;  // the ggml and plain encodings have none
+  ASSIGN_OR_RETURN(const int row_bytes, EncodedRowBytes(options.encoding, head_dim, scale_block));
   ASSIGN_OR_RETURN(TableManifest manifest,
                    TableManifest::ForLayout(options.table_name, options.version, std::move(layout),
-                                            head_dim, scale_block));
+                                            head_dim, fp8 ? scale_block : 32));
+  if (!fp8) {
+    for (LayerInfo& l : manifest.layers) {
+      l.encoding = options.encoding;
+      l.scale_block = 0;
+      l.row_bytes = row_bytes;
+      l.scale_tensor.clear();
+    }
+    RETURN_IF_ERROR(manifest.Validate(/*require_checksums=*/false));
+  }
   const uint64_t total = manifest.total_rows();
   ASSIGN_OR_RETURN(std::unique_ptr<TableWriter> writer,
                    TableWriter::Create(options.out_dir, std::move(manifest)));
 
   constexpr uint64_t kChunkRows = 16384;
-  const size_t row_bytes = fp8::RowBytes(head_dim, scale_block);
-  std::vector<uint8_t> buf(kChunkRows * row_bytes);
+  std::vector<uint8_t> buf(kChunkRows * static_cast<size_t>(row_bytes));
   uint64_t done = 0;
   const auto& layers = writer->manifest().layers;
   for (size_t l = 0; l < layers.size(); ++l) {
     for (uint64_t row = 0; row < layers[l].rows; row += kChunkRows) {
       const uint64_t n = std::min(kChunkRows, layers[l].rows - row);
-      GenerateRows(options.seed, static_cast<int>(l), row, n, head_dim, scale_block, buf.data());
+      if (fp8) {
+        GenerateRows(options.seed, static_cast<int>(l), row, n, head_dim, scale_block, buf.data());
+      } else {
+        for (uint64_t i = 0; i < n; ++i) {
+          GenerateEncodedRow(options.encoding, options.seed, static_cast<int>(l), row + i,
+                             head_dim, 0, buf.data() + i * static_cast<size_t>(row_bytes));
+        }
+      }
       RETURN_IF_ERROR(writer->AppendRows(static_cast<int>(l), buf.data(), n));
       done += n;
       if (progress) progress(done, total);

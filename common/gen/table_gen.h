@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/codec/row_encoding.h"
 #include "common/hash/layout.h"
 
 namespace engram {
@@ -41,6 +42,10 @@ struct GenTableOptions {
   // Optional: a JSON array of ints, or {"token_map": [...], "pad_id": N};
   // replaces the layout's token map (vocab_size becomes its length).
   std::string token_map_file;
+  // How rows are stored: e4m3_e8m0 (the checkpoint's fp8) by default, or a
+  // ggml or plain encoding (rows from GenerateEncodedRow; head_dim must be
+  // a multiple of its block, and scale_block is not used).
+  RowEncoding encoding = RowEncoding::kFp8;
   std::string table_name = "engram-synthetic";
   uint64_t version = 1;
 };
@@ -71,6 +76,16 @@ void GenerateRow(uint64_t seed, int layer, uint64_t row, int head_dim, int scale
 // GenerateRow for rows [first, first + n), written consecutively.
 void GenerateRows(uint64_t seed, int layer, uint64_t first, uint64_t n, int head_dim,
                   int scale_block, uint8_t* out);
+
+// The bytes of stored row `row` of layer `layer` in `encoding`
+// (EncodedRowBytes(encoding, head_dim, scale_block) of them) exactly as
+// GenerateTable writes them: GenerateRow for kFp8; otherwise pseudo-random
+// bytes of (seed, layer, row, encoding) whose ggml blocks decode to finite
+// values (each block's fp16 d/dmin a small normal number, MXFP4 scales near
+// 1; BF16/F16/F32 values small normal numbers). Thread-safe.
+// REQUIRES: EncodedRowBytes(encoding, head_dim, scale_block).ok().
+void GenerateEncodedRow(RowEncoding encoding, uint64_t seed, int layer, uint64_t row,
+                        int head_dim, int scale_block, uint8_t* out);
 
 // A seeded random surjection of vocab_size tokens onto ids 0..n_ids-1 with
 // token pad_id -> pad_id. REQUIRES: pad_id < n_ids <= vocab_size.

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/codec/fp8.h"
+#include "common/codec/row_encoding.h"
 #include "common/format/table.h"
 #include "common/util/status_macros.h"
 
@@ -142,13 +143,16 @@ class GenTableTest : public ::testing::Test {
   void TearDown() override {
     for (const auto& d : dirs_) fs::remove_all(d);
   }
-  absl::StatusOr<TableManifest> Gen(uint64_t seed, const std::string& tag) {
+  absl::StatusOr<TableManifest> Gen(uint64_t seed, const std::string& tag,
+                                    RowEncoding encoding = RowEncoding::kFp8, int head_dim = 0) {
     GenTableOptions o;
     o.out_dir = TestDir(tag).string();
     dirs_.push_back(o.out_dir);
     o.preset = "small";
     o.engram_vocab_size = 300;
     o.seed = seed;
+    o.encoding = encoding;
+    o.head_dim = head_dim;
     uint64_t last = 0, total = 0;
     RETURN_IF_ERROR(GenerateTable(o, [&](uint64_t d, uint64_t t) {
       EXPECT_GE(d, last);
@@ -199,6 +203,42 @@ TEST_F(GenTableTest, RowsMatchGenerateRowAndVerify) {
   EXPECT_GE(distinct, 20);
   EXPECT_LT(most, bytes / 5);
   EXPECT_EQ(hist[0x7F] + hist[0xFF], 0u);  // never NaN
+}
+
+TEST_F(GenTableTest, Q2KRowsMatchGenerateEncodedRowAndDecodeFinite) {
+  auto m = Gen(9, "q2k", RowEncoding::kQ2_K, 256);
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto r = TableReader::Open(dirs_[0]);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE((*r)->VerifyChecksums().ok());
+  const TableManifest& man = (*r)->manifest();
+  ASSERT_EQ(man.layers.size(), 2u);
+  for (int l = 0; l < 2; ++l) {
+    const LayerInfo& li = man.layers[l];
+    EXPECT_EQ(li.encoding, RowEncoding::kQ2_K);
+    EXPECT_EQ(li.row_bytes, 84);
+    EXPECT_EQ(li.scale_block, 0);
+    std::vector<uint8_t> all(li.rows * 84);
+    ASSERT_TRUE((*r)->ReadRows(l, 0, li.rows, all.data()).ok());
+    uint8_t want[84];
+    for (uint64_t row = 0; row < li.rows; ++row) {
+      GenerateEncodedRow(RowEncoding::kQ2_K, 9, l, row, 256, 0, want);
+      ASSERT_TRUE(std::equal(want, want + 84, all.data() + row * 84))
+          << "layer " << l << " row " << row;
+    }
+    std::vector<float> values(li.rows * 256);
+    DecodeRows(RowEncoding::kQ2_K, all.data(), li.rows, 256, 0, values.data());
+    EXPECT_TRUE(std::all_of(values.begin(), values.end(), [](float v) { return std::isfinite(v); }));
+    EXPECT_TRUE(std::any_of(values.begin(), values.end(), [](float v) { return v != 0; }));
+  }
+}
+
+TEST_F(GenTableTest, AnEncodingTheGeometryCannotHoldIsRefused) {
+  // The small preset's 64 values per row are a quarter of a Q2_K block.
+  auto m = Gen(1, "q2k_small", RowEncoding::kQ2_K);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument) << m.status();
+  EXPECT_NE(m.status().message().find("q2_k"), std::string::npos) << m.status();
 }
 
 TEST_F(GenTableTest, SeedDeterminesChecksums) {

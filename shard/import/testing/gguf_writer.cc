@@ -177,92 +177,14 @@ GgufWriter EngramGguf(const HashLayout& layout, uint64_t seed, uint64_t alignmen
 
 namespace {
 
-uint64_t SplitMix(uint64_t* state) {
-  uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-void Store16(std::string* s, size_t at, uint16_t v) { std::memcpy(s->data() + at, &v, 2); }
-
-// A positive fp16 normal number in [2^-7, 2^-2): a block scale whose
-// products with any quant stay finite.
-uint16_t SmallHalf(uint64_t r) {
-  return static_cast<uint16_t>(((8 + r % 5) << 10) | (r >> 8) % 1024);
-}
-
-// Block bytes and the byte offsets of the fp16 d and dmin (-1: none) of the
-// ggml block types, as ggml-common.h lays them out: Q8_0 {d, qs[32]}, Q2_K
-// {scales[16], qs[64], d, dmin}, Q3_K {hmask[32], qs[64], scales[12], d},
-// Q4_K {d, dmin, scales[12], qs[128]}, Q5_K {d, dmin, scales[12], qh[32],
-// qs[128]}, Q6_K {ql[128], qh[64], scales[16], d}, MXFP4 {e8m0 e, qs[16]}.
-struct BlockScales {
-  RowEncoding encoding;
-  int bytes, d, dmin;
-};
-constexpr BlockScales kBlockScales[] = {
-    {RowEncoding::kQ8_0, 34, 0, -1},    {RowEncoding::kQ2_K, 84, 80, 82},
-    {RowEncoding::kQ3_K, 110, 108, -1}, {RowEncoding::kQ4_K, 144, 0, 2},
-    {RowEncoding::kQ5_K, 176, 0, 2},    {RowEncoding::kQ6_K, 210, 208, -1},
-    {RowEncoding::kMxfp4, 17, -1, -1},
-};
-
-// Small normal numbers of either sign, as a plain type's bits.
-void FillPlain(RowEncoding e, uint64_t* state, std::string* out) {
-  const size_t width = e == RowEncoding::kF32 ? 4 : 2;
-  for (size_t at = 0; at < out->size(); at += width) {
-    const uint64_t r = SplitMix(state);
-    const uint64_t sign = r & 1;
-    if (e == RowEncoding::kF32) {
-      const uint32_t v =
-          static_cast<uint32_t>(sign << 31 | (120 + (r >> 1) % 12) << 23 | (r >> 8) % (1u << 23));
-      std::memcpy(out->data() + at, &v, 4);
-    } else if (e == RowEncoding::kBf16) {
-      Store16(out, at,
-              static_cast<uint16_t>(sign << 15 | (120 + (r >> 1) % 12) << 7 | (r >> 8) % 128));
-    } else {  // F16
-      Store16(out, at,
-              static_cast<uint16_t>(sign << 15 | (8 + (r >> 1) % 12) << 10 | (r >> 8) % 1024));
-    }
-  }
-}
-
 }  // namespace
 
 std::string FixtureRowBytes(RowEncoding encoding, uint64_t seed, int layer, uint64_t row,
                             int head_dim) {
-  if (encoding == RowEncoding::kFp8) {
-    std::string out(static_cast<size_t>(*EncodedRowBytes(encoding, head_dim, 32)), '\0');
-    GenerateRow(seed, layer, row, head_dim, 32, reinterpret_cast<uint8_t*>(out.data()));
-    return out;
-  }
-  std::string out(static_cast<size_t>(*EncodedRowBytes(encoding, head_dim, 0)), '\0');
-  uint64_t state = seed;
-  for (uint64_t x : {uint64_t{0x46616d696c79ull}, static_cast<uint64_t>(layer), row,
-                     static_cast<uint64_t>(encoding)}) {
-    state = SplitMix(&state) ^ x;
-  }
-  if (encoding == RowEncoding::kBf16 || encoding == RowEncoding::kF16 ||
-      encoding == RowEncoding::kF32) {
-    FillPlain(encoding, &state, &out);
-    return out;
-  }
-  for (size_t at = 0; at < out.size(); at += 8) {
-    const uint64_t r = SplitMix(&state);
-    std::memcpy(out.data() + at, &r, std::min<size_t>(8, out.size() - at));
-  }
-  // Each block's fp16 d (and dmin) made a small normal number, MXFP4's e8m0
-  // scale 2^-7..2^8.
-  for (const BlockScales& bs : kBlockScales) {
-    if (bs.encoding != encoding) continue;
-    for (size_t b = 0; b < out.size(); b += bs.bytes) {
-      const uint64_t r = SplitMix(&state);
-      if (encoding == RowEncoding::kMxfp4) out[b] = static_cast<char>(120 + r % 16);
-      if (bs.d >= 0) Store16(&out, b + bs.d, SmallHalf(r));
-      if (bs.dmin >= 0) Store16(&out, b + bs.dmin, SmallHalf(r >> 20));
-    }
-  }
+  const int scale_block = encoding == RowEncoding::kFp8 ? 32 : 0;
+  std::string out(static_cast<size_t>(*EncodedRowBytes(encoding, head_dim, scale_block)), '\0');
+  GenerateEncodedRow(encoding, seed, layer, row, head_dim, scale_block,
+                     reinterpret_cast<uint8_t*>(out.data()));
   return out;
 }
 
