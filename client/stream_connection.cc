@@ -288,8 +288,8 @@ absl::StatusOr<int> StreamConnection::Connect(bool* grpc_answered, absl::Duratio
     grpc::ClientContext context;
     if (wait_for_ready > absl::ZeroDuration()) {
       context.set_wait_for_ready(true);
-      context.set_deadline(absl::ToChronoTime(
-          absl::Now() + std::min(wait_for_ready, options_.connect_timeout)));
+      context.set_deadline(
+          absl::ToChronoTime(absl::Now() + std::min(wait_for_ready, options_.connect_timeout)));
     } else {
       context.set_deadline(absl::ToChronoTime(absl::Now() + options_.connect_timeout));
     }

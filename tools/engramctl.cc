@@ -142,7 +142,8 @@ int GenTable(const std::vector<std::string>& args) {
   o.head_dim = absl::GetFlag(FLAGS_head_dim);
   absl::StatusOr<engram::RowEncoding> encoding =
       engram::ParseRowEncoding(absl::GetFlag(FLAGS_encoding));
-  if (!encoding.ok()) return Fail(absl::StrCat("gen-table: --encoding: ", encoding.status().message()));
+  if (!encoding.ok())
+    return Fail(absl::StrCat("gen-table: --encoding: ", encoding.status().message()));
   o.encoding = *encoding;
   o.seed = absl::GetFlag(FLAGS_seed);
   o.layout_file = absl::GetFlag(FLAGS_layout);

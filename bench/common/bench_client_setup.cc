@@ -123,9 +123,9 @@ absl::StatusOr<Workload> PrepareWorkload(const WorkloadOptions& o) {
   w.workload_trace = w.dir + "/workload.trace";
   w.table_dir = w.dir + "/table";
   const std::string stamp = w.dir + "/stamp";
-  const std::string want = absl::StrCat(o.preset, encoding, " vocab=", o.engram_vocab_size,
-                                        " trace=", trace,
-                                        " token_map=", token_map.empty() ? "-" : token_map, "\n");
+  const std::string want =
+      absl::StrCat(o.preset, encoding, " vocab=", o.engram_vocab_size, " trace=", trace,
+                   " token_map=", token_map.empty() ? "-" : token_map, "\n");
   absl::StatusOr<std::string> have = ReadFileToString(stamp);
   if (have.ok() && *have == want) return w;
 

@@ -219,7 +219,6 @@ void FillPlain(RowEncoding e, uint64_t* state, uint8_t* out, size_t size) {
   }
 }
 
-
 }  // namespace
 
 std::vector<int64_t> RandomTokenMap(uint64_t seed, int64_t vocab_size, int64_t n_ids,
@@ -326,8 +325,8 @@ void GenerateRow(uint64_t seed, int layer, uint64_t row, int head_dim, int scale
   GenerateRows(seed, layer, row, 1, head_dim, scale_block, out);
 }
 
-void GenerateEncodedRow(RowEncoding encoding, uint64_t seed, int layer, uint64_t row,
-                        int head_dim, int scale_block, uint8_t* out) {
+void GenerateEncodedRow(RowEncoding encoding, uint64_t seed, int layer, uint64_t row, int head_dim,
+                        int scale_block, uint8_t* out) {
   if (encoding == RowEncoding::kFp8) {
     GenerateRow(seed, layer, row, head_dim, scale_block, out);
     return;
@@ -398,8 +397,8 @@ absl::Status GenerateTable(const GenTableOptions& options,
         GenerateRows(options.seed, static_cast<int>(l), row, n, head_dim, scale_block, buf.data());
       } else {
         for (uint64_t i = 0; i < n; ++i) {
-          GenerateEncodedRow(options.encoding, options.seed, static_cast<int>(l), row + i,
-                             head_dim, 0, buf.data() + i * static_cast<size_t>(row_bytes));
+          GenerateEncodedRow(options.encoding, options.seed, static_cast<int>(l), row + i, head_dim,
+                             0, buf.data() + i * static_cast<size_t>(row_bytes));
         }
       }
       RETURN_IF_ERROR(writer->AppendRows(static_cast<int>(l), buf.data(), n));

@@ -84,8 +84,8 @@ void GenerateRows(uint64_t seed, int layer, uint64_t first, uint64_t n, int head
 // values (each block's fp16 d/dmin a small normal number, MXFP4 scales near
 // 1; BF16/F16/F32 values small normal numbers). Thread-safe.
 // REQUIRES: EncodedRowBytes(encoding, head_dim, scale_block).ok().
-void GenerateEncodedRow(RowEncoding encoding, uint64_t seed, int layer, uint64_t row,
-                        int head_dim, int scale_block, uint8_t* out);
+void GenerateEncodedRow(RowEncoding encoding, uint64_t seed, int layer, uint64_t row, int head_dim,
+                        int scale_block, uint8_t* out);
 
 // A seeded random surjection of vocab_size tokens onto ids 0..n_ids-1 with
 // token pad_id -> pad_id. REQUIRES: pad_id < n_ids <= vocab_size.

@@ -228,7 +228,8 @@ TEST_F(GenTableTest, Q2KRowsMatchGenerateEncodedRowAndDecodeFinite) {
     }
     std::vector<float> values(li.rows * 256);
     DecodeRows(RowEncoding::kQ2_K, all.data(), li.rows, 256, 0, values.data());
-    EXPECT_TRUE(std::all_of(values.begin(), values.end(), [](float v) { return std::isfinite(v); }));
+    EXPECT_TRUE(
+        std::all_of(values.begin(), values.end(), [](float v) { return std::isfinite(v); }));
     EXPECT_TRUE(std::any_of(values.begin(), values.end(), [](float v) { return v != 0; }));
   }
 }

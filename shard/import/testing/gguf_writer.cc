@@ -175,9 +175,7 @@ GgufWriter EngramGguf(const HashLayout& layout, uint64_t seed, uint64_t alignmen
   return w;
 }
 
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 std::string FixtureRowBytes(RowEncoding encoding, uint64_t seed, int layer, uint64_t row,
                             int head_dim) {
