@@ -1,5 +1,7 @@
 #include "bench/client/bench_tiers.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -323,6 +325,10 @@ void PrintRuns(const TiersOptions& o, const std::vector<Run>& runs) {
 // the rate of the passes around it), and the bound and the planner's model
 // would then describe another disk.
 absl::StatusOr<Disk> MeasureDisk(const TiersOptions& o, const std::vector<std::string>& files) {
+  // Dirty pages (the tables and shards a first run has just written) are
+  // written back first: their writeback would share the disk with the
+  // measurement.
+  ::sync();
   RawDiskOptions raw;
   raw.files = files;
   Disk disk;

@@ -212,8 +212,12 @@ absl::StatusOr<BudgetPlan> PlanBudget(const TierReplay& replay, const BudgetRepl
   }
   p.layer_exposed_wait_percent.assign(L, 0.0);
   if (p.max_disk_utilization >= 1) {
+    // The workers cannot keep the model's rate: the disk paces their steps,
+    // each worker's tail read at its share of the disk's rate.
     p.disk_saturated = true;
-    p.exposed_wait_percent = std::numeric_limits<double>::infinity();
+    p.exposed_wait_percent = IdealExposedWaitPercent(
+        replay, budget, model.disk_iops / std::max(1, model.workers), model.disk_latency_us,
+        model.block_us, model.blocks);
     std::fill(p.layer_exposed_wait_percent.begin(), p.layer_exposed_wait_percent.end(),
               p.exposed_wait_percent);
     return p;

@@ -140,8 +140,11 @@ struct BudgetPlan {
   std::vector<ShardPlan> shards;
   double max_tail_rows_per_second = 0;
   double max_disk_utilization = 0;
-  // Some shard's disk utilisation >= 1: its queue grows without bound, and
-  // the exposed wait is +infinity.
+  // Some shard's disk utilisation >= 1 at the model's token rate: the
+  // workers cannot keep that rate. Their steps are then paced by the disk,
+  // and exposed_wait_percent is that of steps whose tails are read at each
+  // worker's share of the disk's rate (IdealExposedWaitPercent with
+  // disk_iops / workers; the layers' shares are that figure too).
   bool disk_saturated = false;
   double exposed_wait_percent = 0;
   std::vector<double> layer_exposed_wait_percent;

@@ -73,11 +73,18 @@ TEST(TierPlan, RatesFollowTheReplay) {
   EXPECT_GT((*plans)[0].exposed_wait_percent, (*plans)[1].exposed_wait_percent);
   EXPECT_EQ((*plans)[2].exposed_wait_percent, 0.0);  // nothing from disk, rtt + send < 1 block
   EXPECT_EQ((*plans)[2].max_tail_rows_per_second, 0.0);
-  m.disk_iops = 1;  // far too slow for any tail
+  m.disk_iops = 30;  // far too slow for the tail at 200 tokens/s per worker
   plans = PlanBudgets(*replay, {0}, m);
   ASSERT_TRUE(plans.ok());
   EXPECT_TRUE((*plans)[0].disk_saturated);
-  EXPECT_TRUE(std::isinf((*plans)[0].exposed_wait_percent));
+  // Paced by the disk: each worker's steps read at a third of its rate.
+  absl::StatusOr<BudgetReplay> all_disk = replay->Run(0);
+  ASSERT_TRUE(all_disk.ok());
+  const double paced =
+      IdealExposedWaitPercent(*replay, *all_disk, 10, m.disk_latency_us, m.block_us, m.blocks);
+  EXPECT_DOUBLE_EQ((*plans)[0].exposed_wait_percent, paced);
+  EXPECT_GT(paced, 50.0);
+  EXPECT_LT(paced, 100.0);
 }
 
 // Hand-computed steps of the fetch model: 2 shards, links of 1e9 bytes/s,
