@@ -215,9 +215,9 @@ absl::StatusOr<BudgetPlan> PlanBudget(const TierReplay& replay, const BudgetRepl
     // The workers cannot keep the model's rate: the disk paces their steps,
     // each worker's tail read at its share of the disk's rate.
     p.disk_saturated = true;
-    p.exposed_wait_percent = IdealExposedWaitPercent(
-        replay, budget, model.disk_iops / std::max(1, model.workers), model.disk_latency_us,
-        model.block_us, model.blocks);
+    p.exposed_wait_percent =
+        IdealExposedWaitPercent(replay, budget, model.disk_iops / std::max(1, model.workers),
+                                model.disk_latency_us, model.block_us, model.blocks);
     std::fill(p.layer_exposed_wait_percent.begin(), p.layer_exposed_wait_percent.end(),
               p.exposed_wait_percent);
     return p;
