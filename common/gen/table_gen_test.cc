@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -162,16 +163,35 @@ class GenTableTest : public ::testing::Test {
     EXPECT_EQ(last, total);
     return TableManifest::Load(o.out_dir);
   }
+  // Gen, then the table opened and its checksums verified; null (with the
+  // failure reported) otherwise.
+  std::unique_ptr<TableReader> GenVerified(uint64_t seed, const std::string& tag,
+                                           RowEncoding encoding = RowEncoding::kFp8,
+                                           int head_dim = 0) {
+    absl::StatusOr<TableManifest> m = Gen(seed, tag, encoding, head_dim);
+    if (!m.ok()) {
+      ADD_FAILURE() << m.status();
+      return nullptr;
+    }
+    absl::StatusOr<std::unique_ptr<TableReader>> r = TableReader::Open(dirs_.back());
+    if (!r.ok()) {
+      ADD_FAILURE() << r.status();
+      return nullptr;
+    }
+    if (absl::Status s = (*r)->VerifyChecksums(); !s.ok()) {
+      ADD_FAILURE() << s;
+      return nullptr;
+    }
+    EXPECT_EQ((*r)->manifest().layers.size(), 2u);
+    return *std::move(r);
+  }
   std::vector<std::string> dirs_;
 };
 
 TEST_F(GenTableTest, RowsMatchGenerateRowAndVerify) {
-  auto m = Gen(7, "a");
-  ASSERT_TRUE(m.ok()) << m.status();
-  auto r = TableReader::Open(dirs_[0]);
-  ASSERT_TRUE(r.ok()) << r.status();
-  ASSERT_TRUE((*r)->VerifyChecksums().ok());
-  const TableManifest& man = (*r)->manifest();
+  std::unique_ptr<TableReader> r = GenVerified(7, "a");
+  ASSERT_NE(r, nullptr);
+  const TableManifest& man = r->manifest();
   ASSERT_EQ(man.layers.size(), 2u);
   std::vector<uint64_t> hist(256, 0);
   uint64_t bytes = 0;
@@ -181,7 +201,7 @@ TEST_F(GenTableTest, RowsMatchGenerateRowAndVerify) {
     EXPECT_EQ(li.row_bytes, 66);
     EXPECT_EQ(static_cast<int64_t>(li.rows), man.layout.table_rows[l]);
     std::vector<uint8_t> all(li.rows * 66);
-    ASSERT_TRUE((*r)->ReadRows(l, 0, li.rows, all.data()).ok());
+    ASSERT_TRUE(r->ReadRows(l, 0, li.rows, all.data()).ok());
     uint8_t want[66];
     for (uint64_t row = 0; row < li.rows; ++row) {
       GenerateRow(7, l, row, 64, 32, want);
@@ -206,12 +226,9 @@ TEST_F(GenTableTest, RowsMatchGenerateRowAndVerify) {
 }
 
 TEST_F(GenTableTest, Q2KRowsMatchGenerateEncodedRowAndDecodeFinite) {
-  auto m = Gen(9, "q2k", RowEncoding::kQ2_K, 256);
-  ASSERT_TRUE(m.ok()) << m.status();
-  auto r = TableReader::Open(dirs_[0]);
-  ASSERT_TRUE(r.ok()) << r.status();
-  ASSERT_TRUE((*r)->VerifyChecksums().ok());
-  const TableManifest& man = (*r)->manifest();
+  std::unique_ptr<TableReader> r = GenVerified(9, "q2k", RowEncoding::kQ2_K, 256);
+  ASSERT_NE(r, nullptr);
+  const TableManifest& man = r->manifest();
   ASSERT_EQ(man.layers.size(), 2u);
   for (int l = 0; l < 2; ++l) {
     const LayerInfo& li = man.layers[l];
@@ -219,7 +236,7 @@ TEST_F(GenTableTest, Q2KRowsMatchGenerateEncodedRowAndDecodeFinite) {
     EXPECT_EQ(li.row_bytes, 84);
     EXPECT_EQ(li.scale_block, 0);
     std::vector<uint8_t> all(li.rows * 84);
-    ASSERT_TRUE((*r)->ReadRows(l, 0, li.rows, all.data()).ok());
+    ASSERT_TRUE(r->ReadRows(l, 0, li.rows, all.data()).ok());
     uint8_t want[84];
     for (uint64_t row = 0; row < li.rows; ++row) {
       GenerateEncodedRow(RowEncoding::kQ2_K, 9, l, row, 256, 0, want);
