@@ -123,9 +123,15 @@ absl::StatusOr<Workload> PrepareWorkload(const WorkloadOptions& o) {
   w.workload_trace = w.dir + "/workload.trace";
   w.table_dir = w.dir + "/table";
   const std::string stamp = w.dir + "/stamp";
+  // Paths as absolute ones: a relative --work-dir names the same files.
+  auto absolute = [](const std::string& path) {
+    std::error_code ignored;
+    return path.empty() ? std::string("-")
+                        : fs::absolute(path, ignored).lexically_normal().string();
+  };
   const std::string want =
-      absl::StrCat(o.preset, encoding, " vocab=", o.engram_vocab_size, " trace=", trace,
-                   " token_map=", token_map.empty() ? "-" : token_map, "\n");
+      absl::StrCat(o.preset, encoding, " vocab=", o.engram_vocab_size, " trace=", absolute(trace),
+                   " token_map=", absolute(token_map), "\n");
   absl::StatusOr<std::string> have = ReadFileToString(stamp);
   if (have.ok() && *have == want) return w;
 
