@@ -86,9 +86,11 @@ struct TableManifest {
   std::vector<LayerInfo> layers;
 
   // A manifest (without checksums) for `layout` with every layer using the
-  // same head_dim/scale_block and the standard tensor names.
+  // same encoding, head_dim and scale_block (kFp8 only; 0 for the others)
+  // and the standard tensor names (a scale tensor for kFp8 only).
   static absl::StatusOr<TableManifest> ForLayout(std::string table, uint64_t version,
-                                                 HashLayout layout, int head_dim, int scale_block);
+                                                 HashLayout layout, int head_dim, int scale_block,
+                                                 RowEncoding encoding = RowEncoding::kFp8);
 
   // Reads and validates <table_dir>/manifest.json (NotFound if absent,
   // InvalidArgument naming the problem otherwise).

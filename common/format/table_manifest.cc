@@ -156,7 +156,7 @@ absl::StatusOr<LayerInfo> LayerFromJson(const json& j, size_t i) {
 
 absl::StatusOr<TableManifest> TableManifest::ForLayout(std::string table, uint64_t version,
                                                        HashLayout layout, int head_dim,
-                                                       int scale_block) {
+                                                       int scale_block, RowEncoding encoding) {
   TableManifest m;
   m.table = std::move(table);
   m.version = version;
@@ -166,11 +166,12 @@ absl::StatusOr<TableManifest> TableManifest::ForLayout(std::string table, uint64
     l.index = i;
     l.layer_id = m.layout.engram_layer_ids[i];
     l.rows = static_cast<uint64_t>(m.layout.table_rows[i]);
+    l.encoding = encoding;
     l.head_dim = head_dim;
     l.scale_block = scale_block;
-    l.row_bytes = EncodedRowBytes(RowEncoding::kFp8, head_dim, scale_block).value_or(0);
+    l.row_bytes = EncodedRowBytes(encoding, head_dim, scale_block).value_or(0);
     l.weight_tensor = EngramWeightTensorName(l.layer_id);
-    l.scale_tensor = EngramScaleTensorName(l.layer_id);
+    if (encoding == RowEncoding::kFp8) l.scale_tensor = EngramScaleTensorName(l.layer_id);
     m.layers.push_back(std::move(l));
   }
   RETURN_IF_ERROR(m.Validate(/*require_checksums=*/false));

@@ -372,16 +372,7 @@ absl::Status GenerateTable(const GenTableOptions& options,
   ASSIGN_OR_RETURN(const int row_bytes, EncodedRowBytes(options.encoding, head_dim, scale_block));
   ASSIGN_OR_RETURN(TableManifest manifest,
                    TableManifest::ForLayout(options.table_name, options.version, std::move(layout),
-                                            head_dim, fp8 ? scale_block : 32));
-  if (!fp8) {
-    for (LayerInfo& l : manifest.layers) {
-      l.encoding = options.encoding;
-      l.scale_block = 0;
-      l.row_bytes = row_bytes;
-      l.scale_tensor.clear();
-    }
-    RETURN_IF_ERROR(manifest.Validate(/*require_checksums=*/false));
-  }
+                                            head_dim, scale_block, options.encoding));
   const uint64_t total = manifest.total_rows();
   ASSIGN_OR_RETURN(std::unique_ptr<TableWriter> writer,
                    TableWriter::Create(options.out_dir, std::move(manifest)));
