@@ -50,7 +50,7 @@ std::string SourceChecksum(const std::vector<std::string>& layer_checksums) {
   return FormatChecksum(XXH3_64bits(all.data(), all.size()));
 }
 
-absl::Status LocateFp8Tensor(const SafetensorsHeader& header, const std::string& path,
+absl::Status LocateRowTensor(const SafetensorsHeader& header, const std::string& path,
                              const LayerInfo& l, const std::string& name, std::string_view dtype,
                              uint64_t* offset) {
   const std::string at =
@@ -72,8 +72,8 @@ absl::Status LocateFp8Tensor(const SafetensorsHeader& header, const std::string&
   return absl::OkStatus();
 }
 
-absl::Status ReadFp8Rows(const Fp8Tensors& t, const LayerInfo& l, uint64_t first, uint64_t n,
-                         uint8_t* out) {
+absl::Status ReadStoredRows(const RowTensors& t, const LayerInfo& l, uint64_t first, uint64_t n,
+                            uint8_t* out) {
   if (n == 0) return absl::OkStatus();
   const size_t rb = static_cast<size_t>(l.row_bytes);
   if (l.encoding != RowEncoding::kFp8) {
@@ -119,16 +119,16 @@ absl::StatusOr<std::unique_ptr<TableReader>> TableReader::Open(const std::string
   ASSIGN_OR_RETURN(SafetensorsHeader h, ReadSafetensorsHeader(r->fd_, path));
   r->header_ = std::move(h);
   for (const LayerInfo& l : r->manifest_.layers) {
-    Fp8Tensors t;
+    RowTensors t;
     t.weight_fd = t.scale_fd = r->fd_;
     t.path = path;
     if (l.encoding != RowEncoding::kFp8) {
       RETURN_IF_ERROR(
-          LocateFp8Tensor(r->header_, path, l, l.weight_tensor, kRowsDtype, &t.weight_offset));
+          LocateRowTensor(r->header_, path, l, l.weight_tensor, kRowsDtype, &t.weight_offset));
     } else {
       RETURN_IF_ERROR(FirstError(
-          {LocateFp8Tensor(r->header_, path, l, l.weight_tensor, kWeightDtype, &t.weight_offset),
-           LocateFp8Tensor(r->header_, path, l, l.scale_tensor, kScaleDtype, &t.scale_offset)}));
+          {LocateRowTensor(r->header_, path, l, l.weight_tensor, kWeightDtype, &t.weight_offset),
+           LocateRowTensor(r->header_, path, l, l.scale_tensor, kScaleDtype, &t.scale_offset)}));
     }
     r->tensors_.push_back(t);
   }
@@ -150,7 +150,7 @@ absl::Status TableReader::ReadRows(int layer, uint64_t first, uint64_t n, uint8_
                                               ") out of range for layer ", layer, " with ", l.rows,
                                               " rows"));
   }
-  return ReadFp8Rows(tensors_[layer], l, first, n, out);
+  return ReadStoredRows(tensors_[layer], l, first, n, out);
 }
 
 absl::Status TableReader::VerifyChecksums(

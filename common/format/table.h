@@ -119,11 +119,12 @@ struct TableManifest {
   std::string source_checksum() const;
 };
 
-// Where one layer's kFp8 rows lie in safetensors file(s): the weight tensor
-// [rows, head_dim] (F8_E4M3) and the scale tensor [rows, head_dim /
-// scale_block] (F8_E8M0), each at an absolute offset of an open file (the
-// same file or two). A plain value; the caller owns the descriptors.
-struct Fp8Tensors {
+// Where one layer's stored rows lie in safetensors file(s): for kFp8 the
+// weight tensor [rows, head_dim] (F8_E4M3) and the scale tensor [rows,
+// head_dim / scale_block] (F8_E8M0), for another encoding the weight fields
+// only (its kRowsDtype tensor); each at an absolute offset of an open file
+// (the same file or two). A plain value; the caller owns the descriptors.
+struct RowTensors {
   int weight_fd = -1;
   uint64_t weight_offset = 0;
   int scale_fd = -1;
@@ -136,7 +137,7 @@ struct Fp8Tensors {
 // ([rows, head_dim], [rows, scale_bytes()] or [rows, row_bytes]), and gives
 // its absolute offset.
 // NotFound or InvalidArgument naming the file, tensor and layer.
-absl::Status LocateFp8Tensor(const SafetensorsHeader& header, const std::string& path,
+absl::Status LocateRowTensor(const SafetensorsHeader& header, const std::string& path,
                              const LayerInfo& l, const std::string& name, std::string_view dtype,
                              uint64_t* offset);
 
@@ -144,8 +145,8 @@ absl::Status LocateFp8Tensor(const SafetensorsHeader& header, const std::string&
 // l.row_bytes]: each row's weight bytes then its scale bytes, or for a
 // layer of another encoding its kRowsDtype tensor's bytes (pread only;
 // thread-safe). REQUIRES: the rows lie inside the layer.
-absl::Status ReadFp8Rows(const Fp8Tensors& tensors, const LayerInfo& l, uint64_t first, uint64_t n,
-                         uint8_t* out);
+absl::Status ReadStoredRows(const RowTensors& tensors, const LayerInfo& l, uint64_t first,
+                            uint64_t n, uint8_t* out);
 
 // Read-only access to a table's rows. Thread-safe: any number of threads may
 // call the const methods concurrently (they use pread only).
@@ -186,7 +187,7 @@ class TableReader {
   TableManifest manifest_;
   std::string rows_path_;
   SafetensorsHeader header_;
-  std::vector<Fp8Tensors> tensors_;  // per layer, both in fd_
+  std::vector<RowTensors> tensors_;  // per layer, both in fd_
   int fd_ = -1;
 };
 

@@ -67,7 +67,7 @@ class CheckpointSource : public RowSource {
       return absl::OutOfRangeError(absl::StrCat(dir_, ": rows [", first, ", ", first + n,
                                                 ") of layer ", layer, " are outside the table"));
     }
-    return ReadFp8Rows(tensors_[static_cast<size_t>(layer)], l, first, n, out);
+    return ReadStoredRows(tensors_[static_cast<size_t>(layer)], l, first, n, out);
   }
 
   std::vector<std::string> UnservedTensors() const override { return unserved_; }
@@ -88,7 +88,7 @@ class CheckpointSource : public RowSource {
   std::string dir_;
   TableManifest manifest_;
   std::vector<std::unique_ptr<OpenFile>> files_;  // File() hands out pointers
-  std::vector<Fp8Tensors> tensors_;               // per layer
+  std::vector<RowTensors> tensors_;               // per layer
   std::vector<std::string> unserved_;
 };
 
@@ -208,13 +208,13 @@ absl::Status CheckpointSource::Open(const std::string& dir, uint64_t version) {
     info.scale_block = info.head_dim / static_cast<int>(scale_cols);
     ASSIGN_OR_RETURN(info.row_bytes,
                      EncodedRowBytes(RowEncoding::kFp8, info.head_dim, info.scale_block));
-    Fp8Tensors t;
+    RowTensors t;
     t.weight_fd = in[0]->fd;
     t.scale_fd = in[1]->fd;
     t.path = in[0]->path;
-    RETURN_IF_ERROR(LocateFp8Tensor(in[0]->header, in[0]->path, info, info.weight_tensor,
+    RETURN_IF_ERROR(LocateRowTensor(in[0]->header, in[0]->path, info, info.weight_tensor,
                                     kWeightDtype, &t.weight_offset));
-    RETURN_IF_ERROR(LocateFp8Tensor(in[1]->header, in[1]->path, info, info.scale_tensor,
+    RETURN_IF_ERROR(LocateRowTensor(in[1]->header, in[1]->path, info, info.scale_tensor,
                                     kScaleDtype, &t.scale_offset));
     tensors_.push_back(t);
   }
