@@ -10,7 +10,6 @@
 #include <unordered_set>
 
 #include "absl/strings/str_cat.h"
-#include "common/codec/fp8.h"
 #include "common/format/table.h"
 #include "common/hash/layout.h"
 #include "common/util/status_macros.h"
