@@ -450,10 +450,12 @@ absl::Status HotTierOptions::Validate(size_t n_layers) const {
 
 namespace {
 
-// The pinned keys of `layer_pin_shares` (HotTierOptions): `rows` of the
-// profile's entries from `skip` on, each layer its own hottest up to its
-// share, the rest in profile order.
-void PinByLayerShares(const std::vector<HotProfileEntry>& profile, uint64_t skip, uint64_t rows,
+// The pinned keys of `layer_pin_shares` (HotTierOptions), at most `rows`:
+// each layer its own hottest profile entries from `skip` on up to its
+// share, then, when those run out first, its rows the profile never saw
+// (in row order), then the rest of the profile in order.
+void PinByLayerShares(const ShardMap& map, uint32_t shard,
+                      const std::vector<HotProfileEntry>& profile, uint64_t skip, uint64_t rows,
                       const std::vector<double>& shares, std::vector<uint64_t>* keys) {
   std::vector<uint64_t> quota(shares.size());
   uint64_t quotas = 0;
@@ -470,6 +472,18 @@ void PinByLayerShares(const std::vector<HotProfileEntry>& profile, uint64_t skip
       --quota[l];
       taken[i - skip] = true;
       keys->push_back(ShardKey(l, profile[i].row));
+    }
+  }
+  for (uint32_t l = 0; l < quota.size(); ++l) {
+    if (quota[l] == 0) continue;
+    absl::flat_hash_set<uint64_t> profiled;  // the workers' head included
+    for (const HotProfileEntry& e : profile) {
+      if (e.layer == l) profiled.insert(e.row);
+    }
+    for (uint64_t r = shard; r < map.layer_rows[l] && quota[l] > 0; r += map.n_shards) {
+      if (profiled.contains(r)) continue;
+      keys->push_back(ShardKey(l, r));
+      --quota[l];
     }
   }
   for (size_t i = skip; i < profile.size() && keys->size() < rows; ++i) {
@@ -502,16 +516,19 @@ absl::StatusOr<HotTierPlan> PlanHotTier(const ShardMap& map, uint32_t shard,
   if (budget > 0 && profile != nullptr) {
     const uint64_t pin_budget = budget - budget * options.cache_share_percent / 100;
     const uint64_t skip = std::min<uint64_t>(options.worker_cache_bytes / stride, profile->size());
-    const uint64_t pin_rows =
-        MostThatFit(std::min<uint64_t>(profile->size() - skip, pin_budget / stride), pin_budget,
-                    [&](uint64_t n) { return HotTierPinnedBytes(n, stride, false); });
+    // By layer shares a layer's share may reach past its profile rows.
+    const uint64_t most = options.layer_pin_shares.empty()
+                              ? std::min<uint64_t>(profile->size() - skip, pin_budget / stride)
+                              : std::min<uint64_t>(ShardRows(map, shard), pin_budget / stride);
+    const uint64_t pin_rows = MostThatFit(
+        most, pin_budget, [&](uint64_t n) { return HotTierPinnedBytes(n, stride, false); });
     keys.reserve(pin_rows);
     if (options.layer_pin_shares.empty()) {
       for (size_t i = skip; i < profile->size() && keys.size() < pin_rows; ++i) {
         keys.push_back(ShardKey((*profile)[i].layer, (*profile)[i].row));
       }
     } else {
-      PinByLayerShares(*profile, skip, pin_rows, options.layer_pin_shares, &keys);
+      PinByLayerShares(map, shard, *profile, skip, pin_rows, options.layer_pin_shares, &keys);
     }
   }
   const uint64_t pinned = keys.empty() ? 0 : HotTierPinnedBytes(keys.size(), stride, false);

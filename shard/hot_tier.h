@@ -73,11 +73,13 @@ struct HotTierOptions {
   // the profile's order across layers. Else one share per layer, each in
   // [0, 1], summing to at most 1, of the rows the pinned budget holds:
   // layer l pins its own hottest profile rows (after the workers' head,
-  // worker_cache_bytes) up to floor(share x rows); what is left (shares
-  // summing below 1, rounding, a share a layer cannot use because its
-  // profile rows run out) goes to the other rows in profile order. A first
-  // Engram layer has one block to fetch its tail, a later one many: a
-  // larger share for the first keeps its rows off the disk.
+  // worker_cache_bytes) up to floor(share x rows), and when those run out
+  // first, its rows the profile never saw (in row order, the workers' head
+  // still left out), so a share that covers the layer holds all of it;
+  // what is left (shares summing below 1, rounding, a share larger than
+  // its layer) goes to the other rows in profile order. A first Engram
+  // layer has one block to fetch its tail, a later one many: a larger
+  // share for the first keeps its rows off the disk.
   std::vector<double> layer_pin_shares = {};
 
   // InvalidArgument naming the field: cache_share_percent over 100;

@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -364,6 +365,52 @@ TEST_F(HotTierTest, LayerPinShares) {
     pinned1 += pinned;
   }
   EXPECT_EQ(pinned1, n);
+}
+
+// A share that reaches past a layer's profile rows pins the layer's other
+// rows too: a share that covers the layer holds all of it, so none of its
+// lookups, rows the profile never saw included, goes to the store.
+TEST_F(HotTierTest, ALayerShareThatCoversTheLayerPinsRowsTheProfileNeverSaw) {
+  const ShardMap& map = store_->shard_map();
+  absl::StatusOr<std::vector<HotProfileEntry>> full = ReadHotProfile(ProfilePath(), map, 1);
+  ASSERT_TRUE(full.ok());
+  // A profile that saw a third of the shard's rows.
+  std::vector<HotProfileEntry> seen(full->begin(), full->begin() + full->size() / 3);
+  const std::string path = dir_->Sub("third.bin");
+  ASSERT_TRUE(WriteHotProfile(path, seen).ok());
+  absl::StatusOr<std::vector<HotProfileEntry>> profile = ReadHotProfile(path, map, 1);
+  ASSERT_TRUE(profile.ok());
+  std::vector<uint64_t> layer0;  // shard 1's rows of layer 0
+  for (uint64_t r = 1; r < map.layer_rows[0]; r += map.n_shards) layer0.push_back(r);
+  uint64_t profiled0 = 0;
+  for (const HotProfileEntry& e : *profile) profiled0 += e.layer == 0;
+  ASSERT_LT(profiled0, layer0.size());  // some rows the profile never saw
+  HotTierOptions o{ShardBytes() * 9 / 10, path};
+  o.cache_share_percent = 0;
+  o.layer_pin_shares = {0.5, 0.5};
+  absl::StatusOr<HotTierPlan> half = PlanHotTier(map, 1, o, &*profile);
+  ASSERT_TRUE(half.ok()) << half.status();
+  const double rows = static_cast<double>(half->pinned_keys.size());  // what the budget pins
+  const double first = static_cast<double>(layer0.size()) / rows + 0.05;
+  ASSERT_LT(first, 0.95);  // layer 1 keeps a share
+  o.layer_pin_shares = {first, 1 - first};
+  absl::StatusOr<HotTierPlan> plan = PlanHotTier(map, 1, o, &*profile);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  absl::flat_hash_set<uint64_t> keys(plan->pinned_keys.begin(), plan->pinned_keys.end());
+  EXPECT_EQ(keys.size(), plan->pinned_keys.size());  // no row twice
+  for (uint64_t r : layer0) ASSERT_TRUE(keys.contains(ShardKey(0, r))) << r;
+  for (uint64_t k : plan->pinned_keys) {
+    if (ShardKeyLayer(k) == 1) ASSERT_EQ(ShardKeyRow(k) % map.n_shards, 1u);
+  }
+  absl::StatusOr<std::unique_ptr<HotTier>> tier = HotTier::Build(*store_, o);
+  ASSERT_TRUE(tier.ok()) << tier.status();
+  EXPECT_LE((*tier)->pinned_bytes() + (*tier)->index_bytes(), o.budget_bytes);
+  uint8_t row[kRowBytes], want[kRowBytes];
+  for (uint64_t r : layer0) {
+    ASSERT_EQ((*tier)->Lookup(0, r, row), HotResult::kPinned) << r;
+    StoreRow(0, r, want);
+    ASSERT_EQ(0, std::memcmp(row, want, kRowBytes)) << r;
+  }
 }
 
 TEST_F(HotTierTest, MissingProfileIsAnError) {
