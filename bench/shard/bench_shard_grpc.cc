@@ -31,7 +31,8 @@ absl::StatusOr<std::unique_ptr<ShardDaemon>> ShardDaemon::Start(const ShardDaemo
   o.flags = {"--ram-budget",     absl::StrCat(options.ram_budget_bytes),
              "--reader-threads", absl::StrCat(options.reader_threads),
              "--drain-timeout",  "2s"};
-  if (options.direct_io) o.flags.push_back("--direct-io");
+  // Spelled out both ways: engram-shard's own default is direct I/O.
+  o.flags.push_back(options.direct_io ? "--direct-io=true" : "--direct-io=false");
   o.start_timeout = kStartTimeout;
   absl::StatusOr<std::unique_ptr<testing::ShardProcess>> process = testing::ShardProcess::Start(o);
   if (absl::IsNotFound(process.status())) {

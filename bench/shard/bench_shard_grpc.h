@@ -44,6 +44,7 @@ class ShardDaemon {
   ShardDaemon& operator=(const ShardDaemon&) = delete;
 
   int port() const { return process_->port(); }
+  int stream_port() const { return process_->stream_port(); }  // -1: none
   pid_t pid() const { return process_->pid(); }
   // Rows by tier, RocksDB block reads and Lookup handler time, scraped
   // from /metrics; CPU time from /proc/PID/stat.
