@@ -157,7 +157,7 @@ void SetOption(std::optional<int>* field, int32_t value) {
     "or read (1..1024)")                                                              \
   X(int32_t, gather_threads, gather_threads,                                          \
     "helper threads copying shares of a large request's hot rows (0 = none, "         \
-    "-1 = one on machines with more than 2 cores)")                                   \
+    "-1 = one on machines with 2 cores or more)")                                     \
   X(bool, direct_io, direct_io,                                                       \
     "read a block tail with O_DIRECT (no page cache outside --ram-budget); false = "  \
     "through the page cache")                                                         \

@@ -173,7 +173,7 @@ std::string MetricsBindAddress(const std::string& host, int port) {
 // ShardServerOptions::gather_threads, with nullopt (auto) resolved.
 int GatherThreads(std::optional<int> option) {
   if (option.has_value()) return *option;
-  return std::thread::hardware_concurrency() > 2 ? 1 : 0;
+  return std::thread::hardware_concurrency() >= 2 ? 1 : 0;
 }
 
 // The row stream binds what getaddrinfo takes: no brackets, no wildcard

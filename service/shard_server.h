@@ -152,10 +152,8 @@ struct ShardServerOptions {
   // Helper threads that copy shares of a large request's hot rows while the
   // gRPC thread copies its own share (requests of 4,096 rows or more;
   // service/gather_pool.h). 0 = the gRPC thread copies every row itself;
-  // nullopt = one helper on machines with more than 2 cores, none otherwise
-  // (there a helper only competes with the connection threads and the
-  // clients for the cores; docs/benchmarks.md, "Settings chosen by
-  // measurement").
+  // nullopt = one helper on machines with 2 cores or more, none on one core
+  // (docs/benchmarks.md, "Settings chosen by measurement").
   std::optional<int> gather_threads;
   // Lookups with more row ids fail with RESOURCE_EXHAUSTED.
   uint32_t max_rows_per_request = 65536;
