@@ -105,6 +105,7 @@ ABSL_FLAG(int64_t, tiers_vocab, 110000, "--table-over-ram: engram_vocab_size of 
 ABSL_FLAG(std::string, tiers_budget_pcts, "5,10,25,50",
           "--table-over-ram: budgets, percent of the budget that holds a shard whole");
 ABSL_FLAG(int32_t, tiers_steps, 300, "--table-over-ram: decode steps per run");
+ABSL_FLAG(int32_t, tiers_shards, 3, "--table-over-ram: shard servers the table is split over");
 ABSL_FLAG(int32_t, tiers_overhead_mb, 64,
           "--table-over-ram: MiB added to each shard's budget for its cgroup's limit");
 
@@ -337,6 +338,8 @@ int RunTiers() {
     if (us > 0) o.block_times.push_back(absl::Microseconds(us));
   }
   o.decode_steps = absl::GetFlag(FLAGS_tiers_steps);
+  o.shards = absl::GetFlag(FLAGS_tiers_shards);
+  if (o.shards < 1 || o.shards > 16) return Fail("--tiers-shards must be in 1..16");
   o.batch = absl::GetFlag(FLAGS_batch);
   o.blocks = absl::GetFlag(FLAGS_blocks);
   o.format = env->format;

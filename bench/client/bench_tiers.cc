@@ -180,6 +180,11 @@ absl::StatusOr<Run> RunOne(const TiersOptions& o, const std::vector<std::string>
     // layer's tail first and the later layers' in their own windows.
     co.pipeline_layers = false;
     co.block_time = block;
+    // A disk that stalls for seconds (this VM's does, now and then) is
+    // exposed wait to measure, not a run to abort at the default 2 s RPC
+    // deadline.
+    co.rpc_deadline = absl::Seconds(30);
+    co.step_deadline = absl::Seconds(60);
     ASSIGN_OR_RETURN(std::unique_ptr<EngramClient> client, EngramClient::Create(co));
     ASSIGN_OR_RETURN(std::vector<Deployment::ShardCounters> before, dep->Counters());
     InferenceLoopOptions lo;

@@ -58,7 +58,7 @@ struct TiersOptions {
   const TableReader* table;  // REQUIRED: for the loop's row checks
   std::string shard_binary;  // REQUIRED
   std::string log_dir;       // REQUIRED: shard stderr files and the replay's trace
-  int shards = 3;
+  int shards = 3;            // shard servers the table is split over (--tiers-shards)
   std::vector<double> budget_pcts = {5, 10, 25, 50};
   // Run the planner's smallest budget for 1% at 500 us too, per policy.
   bool run_target_budgets = true;
