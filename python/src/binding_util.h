@@ -40,6 +40,7 @@ void RegisterErrors(pybind11::module_& m);
 struct PySequence {
   std::unique_ptr<Sequence> seq;
   bool in_use = false;
+  bool marked = false;  // SequencesArg's, while it checks one call's list
 };
 
 // The B Sequence objects of a prefetch: TypeError for a non-Sequence,

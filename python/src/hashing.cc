@@ -4,6 +4,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -132,16 +133,26 @@ std::vector<PySequence*> SequencesArg(py::handle sequences, int64_t B) {
   if (!py::isinstance<py::list>(sequences) && !py::isinstance<py::tuple>(sequences)) {
     throw py::type_error("sequences must be a list of Sequence objects (Client.new_sequence())");
   }
-  std::unordered_set<PySequence*> seen;
+  out.reserve(static_cast<size_t>(std::max<int64_t>(B, 0)));
+  // A sequence given twice is found by a mark set on each as it is taken
+  // (no set to allocate per call); every mark is cleared on the way out.
+  struct ClearMarks {
+    std::vector<PySequence*>& taken;
+    ~ClearMarks() {
+      for (PySequence* p : taken) p->marked = false;
+    }
+  } clear{out};
   for (py::handle s : sequences) {
-    if (!py::isinstance<PySequence>(s)) {
+    py::detail::make_caster<PySequence> caster;
+    if (!caster.load(s, /*convert=*/false) || s.is_none()) {
       throw py::type_error("sequences must be Sequence objects (Client.new_sequence())");
     }
-    PySequence* p = s.cast<PySequence*>();
-    if (p->in_use || !seen.insert(p).second) {
+    PySequence* p = py::detail::cast_op<PySequence*>(caster);
+    if (p->in_use || p->marked) {
       throw py::value_error(
           absl::StrCat("sequence ", out.size(), " is given twice or in use by another prefetch"));
     }
+    p->marked = true;
     out.push_back(p);
   }
   if (static_cast<int64_t>(out.size()) != B) {

@@ -20,10 +20,12 @@ def run(argv):
 class Cluster:
     """The table directory, the shards' processes and addresses."""
 
-    def __init__(self, work, bin_dir, vocab=3000, source=None, n_shards=N_SHARDS):
+    def __init__(self, work, bin_dir, vocab=3000, source=None, n_shards=N_SHARDS,
+                 shard_flags=()):
         """source: None for a generated table, or the engramctl source flag
         and path of published files (["--gguf", PATH]); the workers' table
-        directory is then written by engramctl manifest."""
+        directory is then written by engramctl manifest. shard_flags: more
+        engram-shard flags (e.g. ["--ram-budget", "1G"])."""
         self.work = work
         self.table = os.path.join(work, "table")
         ctl = os.path.join(bin_dir, "engramctl")
@@ -41,7 +43,8 @@ class Cluster:
         for i in range(n_shards):
             out_path = os.path.join(work, f"shard-{i}.out")
             p = subprocess.Popen([os.path.join(bin_dir, "engram-shard"), "--db",
-                                  os.path.join(work, f"shard-{i}"), "--listen", "127.0.0.1:0"],
+                                  os.path.join(work, f"shard-{i}"), "--listen", "127.0.0.1:0",
+                                  *shard_flags],
                                  stdout=open(out_path, "w"),
                                  stderr=open(os.path.join(work, f"shard-{i}.err"), "w"))
             self.procs.append(p)
