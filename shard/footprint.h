@@ -10,6 +10,8 @@
 #ifndef ENGRAM_SHARD_FOOTPRINT_H_
 #define ENGRAM_SHARD_FOOTPRINT_H_
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -32,6 +34,14 @@ struct ShardFootprint {
   // The budget to advise for pinning every row: the index, the whole tier
   // and the slack.
   uint64_t whole_shard_budget() const { return fixed_bytes + whole_tier_bytes + slack_bytes(); }
+  // The budget of `share` of the whole-shard one (1 = every row pinned),
+  // never below the fixed bytes a shard server refuses to start under.
+  // REQUIRES: share > 0.
+  uint64_t share_budget(double share) const {
+    return std::max(
+        fixed_bytes,
+        static_cast<uint64_t>(std::llround(share * static_cast<double>(whole_shard_budget()))));
+  }
   // Whether `budget` pins every row with the index as measured here (no
   // slack: the test a shard server makes of its own store).
   bool HoldsWholeShard(uint64_t budget) const {

@@ -19,13 +19,7 @@ absl::StatusOr<std::unique_ptr<Deployment>> Deployment::Start(const Options& o) 
   for (size_t i = 0; i < o.shard_dirs.size(); ++i) {
     const std::string& dir = o.shard_dirs[i];
     ASSIGN_OR_RETURN(ShardFootprint f, MeasureShardFootprint(dir, o.direct_io));
-    // At least the fixed bytes (a smaller budget is refused).
-    const uint64_t budget =
-        o.hot_share <= 0
-            ? 0
-            : std::max(f.fixed_bytes,
-                       static_cast<uint64_t>(std::llround(
-                           o.hot_share * static_cast<double>(f.whole_shard_budget()))));
+    const uint64_t budget = o.hot_share <= 0 ? 0 : f.share_budget(o.hot_share);
     testing::ShardProcess::Options po;
     po.binary = o.binary;
     po.db_dir = dir;

@@ -27,7 +27,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <memory>
@@ -169,10 +168,10 @@ Phase StepPhase(std::string config, std::string path, std::vector<FetchStep> fet
   return p;
 }
 
-// FetchStep over a gRPC client (RawLookupClient or ProtoLookupClient).
+// FetchStep over a client of the shard's Lookup (RawLookupClient,
+// ProtoLookupClient or StreamLookupClient): one Lookup of the step's layers.
 template <typename Client>
-FetchStep GrpcFetcher(int port, const Workload& w) {
-  auto client = std::make_shared<Client>(BenchChannel(port));
+FetchStep LookupFetcher(std::shared_ptr<Client> client, const Workload& w) {
   std::vector<wire::LayerRowIds> layers(w.steps.n_layers());
   return [client, layers, &w](size_t step) mutable {
     for (int l = 0; l < w.steps.n_layers(); ++l) {
@@ -182,16 +181,13 @@ FetchStep GrpcFetcher(int port, const Workload& w) {
   };
 }
 
-// FetchStep over the row stream (StreamLookupClient).
+template <typename Client>
+FetchStep GrpcFetcher(int port, const Workload& w) {
+  return LookupFetcher(std::make_shared<Client>(BenchChannel(port)), w);
+}
+
 FetchStep StreamFetcher(int port, int stream_port, const Workload& w) {
-  auto client = std::make_shared<StreamLookupClient>(BenchChannel(port), stream_port);
-  std::vector<wire::LayerRowIds> layers(w.steps.n_layers());
-  return [client, layers, &w](size_t step) mutable {
-    for (int l = 0; l < w.steps.n_layers(); ++l) {
-      layers[l] = {static_cast<uint32_t>(l), w.steps.Layer(step, l)};
-    }
-    return client->Lookup(layers, w.rows_bytes);
-  };
+  return LookupFetcher(std::make_shared<StreamLookupClient>(BenchChannel(port), stream_port), w);
 }
 
 FetchStep TcpFetcher(std::shared_ptr<TcpRowClient> client, const Workload& w) {
@@ -251,15 +247,12 @@ absl::StatusOr<std::unique_ptr<ShardDaemon>> StartDaemon(const Workload& w, uint
   return ShardDaemon::Start(o, w.steps.n_layers());
 }
 
-// The --ram-budget that gives the hot tier `share` of the whole shard: the
-// footprint's whole-shard budget (the store's fixed bytes, the tier's
-// index and checksums, slack) scaled, never below the fixed bytes. The
-// table's row bytes alone hold about nine tenths of the rows.
+// The --ram-budget that gives the hot tier `share` of the whole shard
+// (ShardFootprint::share_budget; the table's row bytes alone hold about
+// nine tenths of the rows).
 absl::StatusOr<uint64_t> HotBudget(const Workload& w, double share) {
   ASSIGN_OR_RETURN(ShardFootprint f, MeasureShardFootprint(w.table.shard_dir, /*direct_io=*/false));
-  return std::max(
-      f.fixed_bytes,
-      static_cast<uint64_t>(std::llround(share * static_cast<double>(f.whole_shard_budget()))));
+  return f.share_budget(share);
 }
 
 void AttachDaemon(const ShardDaemon* daemon, Phase* p) {
