@@ -1,7 +1,5 @@
 #include "bench/common/bench_client_shards.h"
 
-#include <algorithm>
-#include <cmath>
 #include <cstddef>
 
 #include "absl/strings/numbers.h"
