@@ -161,6 +161,9 @@ void SetOption(std::optional<int>* field, int32_t value) {
   X(bool, direct_io, direct_io,                                                       \
     "read a block tail with O_DIRECT (no page cache outside --ram-budget); false = "  \
     "through the page cache")                                                         \
+  X(bool, uring_reads, uring_reads,                                                   \
+    "with --direct-io, read each MultiGet's blocks through io_uring, all at once "    \
+    "(false = one read after another per reader thread)")                             \
   X(uint32_t, max_rows_per_request, max_rows_per_request,                             \
     "Lookups with more row ids fail with RESOURCE_EXHAUSTED")                         \
   X(absl::Duration, drain_timeout, drain_timeout,                                     \

@@ -349,6 +349,7 @@ absl::StatusOr<std::shared_ptr<ServingTable>> ShardServer::OpenTable(
   const bool cuckoo = info.ok() && info->tail_format == TailFormat::kCuckoo;
   RowStoreOptions store_options;
   store_options.direct_io = options.direct_io && !cuckoo;
+  store_options.uring_reads = options.uring_reads;
   store_options.reader_threads = options.reader_threads;
   store_options.later_read_depth = options.later_read_depth;
   auto store = RowStore::Open(dir, store_options);

@@ -143,6 +143,9 @@ struct ShardServerOptions {
   // whole is refused at start. false = reads through the page cache, which
   // ram_budget_bytes does not bound.
   bool direct_io = true;
+  // With direct_io: read each MultiGet's blocks through io_uring, all at
+  // once, where the process may set up a ring (RowStoreOptions::uring_reads).
+  bool uring_reads = true;
   // Threads issuing RocksDB MultiGets for hot-tier misses.
   int reader_threads = 32;
   // Reads of later need-bys in flight, at most, while a read of the

@@ -12,12 +12,14 @@
 #include "absl/time/clock.h"
 #include "common/util/status_macros.h"
 #include "rocksdb/db.h"
+#include "rocksdb/env.h"
 #include "rocksdb/iterator.h"
 #include "rocksdb/statistics.h"
 #include "rocksdb/table_properties.h"
 #include "shard/mapping_guard.h"
 #include "shard/read_queue.h"
 #include "shard/shard_format.h"
+#include "shard/uring_file_system.h"
 
 namespace engram {
 namespace {
@@ -52,12 +54,15 @@ struct Scratch {
 
 class RowStoreImpl final : public RowStore {
  public:
-  RowStoreImpl(std::string dir, std::unique_ptr<rocksdb::DB> db,
+  RowStoreImpl(std::string dir, std::unique_ptr<rocksdb::Env> env,
+               std::shared_ptr<rocksdb::FileSystem> uring_fs, std::unique_ptr<rocksdb::DB> db,
                std::vector<rocksdb::ColumnFamilyHandle*> cfs,
                std::vector<std::unique_ptr<MappingGuard>> db_guards, rocksdb::Options db_options,
                ShardMap map, ShardInfo info, const RowStoreOptions& options,
                std::string tail_access)
       : dir_(std::move(dir)),
+        env_(std::move(env)),
+        uring_fs_(std::move(uring_fs)),
         name_(absl::StrCat("shard ", info.shard_index, " (", dir_, ")")),
         db_(std::move(db)),
         cfs_(std::move(cfs)),
@@ -142,6 +147,10 @@ class RowStoreImpl final : public RowStore {
   absl::Status RowError(uint64_t key, const std::string& what, const rocksdb::Status& st) const;
 
   const std::string dir_;
+  // The Env the DB reads through (over uring_fs_ for an O_DIRECT tail), or
+  // null for the default: declared before db_ so that it outlives it.
+  std::unique_ptr<rocksdb::Env> env_;
+  std::shared_ptr<rocksdb::FileSystem> uring_fs_;  // null: no rings
   const std::string name_;  // "shard I (DIR)", how errors name the store
   std::unique_ptr<rocksdb::DB> db_;
   std::vector<rocksdb::ColumnFamilyHandle*> cfs_;  // opened; the rows' last
@@ -195,11 +204,15 @@ std::shared_ptr<Request> RowStoreImpl::Prepare(std::span<const RowRef> refs,
   for (size_t i = 0; i < req->items.size(); ++i) {
     EncodeShardKey(req->items[i].key, &req->key_bytes[i * kShardKeyBytes]);
   }
-  // As many chunks as there are readers (up to batch_ keys each, at least
-  // one): a small request's rows are read side by side, not one after
-  // another in one MultiGet.
+  // With rings, a chunk's reads are all in the device's queue at once:
+  // chunks of up to batch_ keys. Without, one thread has one read in
+  // flight, so as many chunks as there are readers (up to batch_ keys
+  // each, at least one): a small request's rows are read side by side, not
+  // one after another in one MultiGet.
   const size_t n = req->items.size();
-  req->batch = std::clamp<size_t>((n + threads_.size() - 1) / threads_.size(), 1, batch_);
+  req->batch = uring_fs_ != nullptr
+                   ? std::min(n, batch_)
+                   : std::clamp<size_t>((n + threads_.size() - 1) / threads_.size(), 1, batch_);
   req->chunks = (n + req->batch - 1) / req->batch;
   req->chunks_left.store(req->chunks, std::memory_order_relaxed);
   req->done = std::move(done);
@@ -369,6 +382,11 @@ std::vector<std::pair<std::string, double>> RowStoreImpl::Stats() const {
   uint64_t zeroed = 0;
   for (const std::unique_ptr<MappingGuard>& g : db_guards_) zeroed += g->zeroed_pages();
   out.emplace_back("unreadable_pages", static_cast<double>(zeroed));
+  if (uring_fs_ != nullptr) {
+    const UringReadCounts rings = UringCounts(*uring_fs_);
+    out.emplace_back("uring_reads", static_cast<double>(rings.reads));
+    out.emplace_back("uring_submissions", static_cast<double>(rings.calls));
+  }
   const rocksdb::Statistics* st = db_options_.statistics.get();
   if (st == nullptr) return out;
   auto ticker = [&](const char* as, std::initializer_list<uint32_t> tickers) {
@@ -478,6 +496,15 @@ absl::StatusOr<std::unique_ptr<RowStore>> RowStore::Open(const std::string& shar
   tuning.block_cache_bytes = options.block_cache_bytes;
   tuning.statistics = true;
   rocksdb::Options db_options = ShardDbOptions(tuning);
+  // An O_DIRECT tail is read through rings when this process may make them
+  // (shard/uring_file_system.h).
+  std::shared_ptr<rocksdb::FileSystem> uring_fs;
+  std::unique_ptr<rocksdb::Env> env;
+  if (options.direct_io && options.uring_reads && UringAvailable()) {
+    uring_fs = NewUringFileSystem(rocksdb::FileSystem::Default());
+    env = rocksdb::NewCompositeEnv(uring_fs);
+    db_options.env = env.get();
+  }
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors = {
       {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions(db_options)}};
   if (cuckoo) descriptors.emplace_back(kRowsColumnFamily, CuckooRowsOptions(64 << 20));
@@ -523,14 +550,16 @@ absl::StatusOr<std::unique_ptr<RowStore>> RowStore::Open(const std::string& shar
     close();
     return st;
   }
-  const std::string access =
-      absl::StrCat("MultiGet on ", std::max(1, options.reader_threads), " reader threads, ",
-                   options.direct_io ? "O_DIRECT"
-                   : mmap_reads      ? "mmap"
-                                     : "buffered pread");
+  const std::string access = absl::StrCat(
+      "MultiGet on ", std::max(1, options.reader_threads), " reader threads, ",
+      options.direct_io ? "O_DIRECT" : mmap_reads ? "mmap" : "buffered pread",
+      uring_fs != nullptr                              ? " through io_uring"
+      : options.direct_io && options.uring_reads       ? " (no io_uring here: one read per thread)"
+                                                       : "");
   return std::unique_ptr<RowStore>(new RowStoreImpl(
-      shard_dir, std::move(db), std::move(handles), std::move(guards), std::move(db_options),
-      *std::move(map), *std::move(info), options, std::move(access)));
+      shard_dir, std::move(env), std::move(uring_fs), std::move(db), std::move(handles),
+      std::move(guards), std::move(db_options), *std::move(map), *std::move(info), options,
+      std::move(access)));
 }
 
 }  // namespace engram

@@ -34,12 +34,17 @@ struct RowStoreOptions {
   // syscall and no copy per block). Block checksums are verified either
   // way. A cuckoo tail is always read through mmap.
   bool mmap_reads = true;
+  // With direct_io: read each MultiGet's data blocks through io_uring, all
+  // at once (shard/uring_file_system.h), when the process may set up a
+  // ring; otherwise, or when false, one read after another per thread.
+  bool uring_reads = true;
   // Threads that issue MultiGets; a request's misses are split over them so
-  // the disk sees a deep queue (Debian's RocksDB has no io_uring).
+  // the disk sees a deep queue.
   int reader_threads = 32;
-  // Keys per MultiGet call, at most, when a request's misses are split
-  // (a request is split over the readers first: a small one is read a
-  // key per reader).
+  // Keys per MultiGet call, at most, when a request's misses are split.
+  // Through io_uring a request is cut into chunks of this many keys; else
+  // it is split over the readers first (a small one is read a key per
+  // reader).
   int multiget_batch = 16;
   // Reads of later need-bys in flight, at most, while a read of the
   // earliest need-by is queued or in flight (shard/read_queue.h), so the
@@ -139,7 +144,9 @@ class RowStore {
   // verified) and rocksdb_block_cache_hits; and the cumulative damaged_rows (rows reads found
   // missing, damaged or unreadable: DATA_LOSS), expired_rows (rows not read because their request's
   // deadline had passed), late_rows (rows read after their request's need-by) and
-  // unreadable_pages (pages of mapped table files that faulted and now read as zeros).
+  // unreadable_pages (pages of mapped table files that faulted and now read as zeros); with
+  // reads through io_uring, uring_reads (block reads submitted through rings) and
+  // uring_submissions (the submissions that carried them).
   virtual std::vector<std::pair<std::string, double>> Stats() const = 0;
 };
 

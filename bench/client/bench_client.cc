@@ -106,6 +106,8 @@ ABSL_FLAG(std::string, tiers_budget_pcts, "5,10,25,50",
           "--table-over-ram: budgets, percent of the budget that holds a shard whole");
 ABSL_FLAG(int32_t, tiers_steps, 300, "--table-over-ram: decode steps per run");
 ABSL_FLAG(int32_t, tiers_shards, 3, "--table-over-ram: shard servers the table is split over");
+ABSL_FLAG(bool, tiers_target_budgets, true,
+          "--table-over-ram: run the planner's smallest budget for 1% at 500 us too, per policy");
 ABSL_FLAG(int32_t, tiers_overhead_mb, 64,
           "--table-over-ram: MiB added to each shard's budget for its cgroup's limit");
 
@@ -339,6 +341,7 @@ int RunTiers() {
   }
   o.decode_steps = absl::GetFlag(FLAGS_tiers_steps);
   o.shards = absl::GetFlag(FLAGS_tiers_shards);
+  o.run_target_budgets = absl::GetFlag(FLAGS_tiers_target_budgets);
   if (o.shards < 1 || o.shards > 16) return Fail("--tiers-shards must be in 1..16");
   o.batch = absl::GetFlag(FLAGS_batch);
   o.blocks = absl::GetFlag(FLAGS_blocks);
