@@ -109,15 +109,17 @@ struct ClientOptions {
   absl::Duration min_hedge_delay = absl::Microseconds(500);
   // Send a layer's requests only once the layer before it has arrived (or a
   // Wait asks for it), so the first Engram layer, whose prefetch window is a
-  // single block, does not share the shards with the later ones. Off: each
-  // layer is sent during Prefetch as soon as it is de-duplicated, so the
-  // shards serve the first while the client de-duplicates the next (the
-  // most rows per second for a closed loop). With a disk tail, turn it off:
-  // the shards read every worker's tail rows earliest need-by first
-  // (block_time), so the first layer's go first anyway and a later layer's
-  // tail is read in its own window instead of after the first layer's
-  // arrival (what `engramctl plan --fetch-order deadline`, its default,
-  // models).
+  // single block, does not share the shards (and this process) with the
+  // later ones: what `engramctl plan --fetch-order sequential` models. Off:
+  // each layer is sent during Prefetch as soon as it is de-duplicated, so
+  // the shards serve the first while the client de-duplicates the next (the
+  // most rows per second for a closed loop), and with a disk tail a later
+  // layer's reads start at once, earliest need-by first (block_time;
+  // `--fetch-order deadline`). Keep it on with a tail too unless the later
+  // layer's tail cannot be read inside its window after the first layer's
+  // arrival: the later layer's gather and reads at Prefetch cost the first
+  // layer more than its window holds (docs/benchmarks.md, "Tables larger
+  // than RAM").
   bool pipeline_layers = true;
   // The worker's time per transformer block. Each Lookup tells its shard
   // when the rows are needed (LookupRequest.need_within_us): for Engram

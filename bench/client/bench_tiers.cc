@@ -56,11 +56,13 @@ struct Run {
   std::vector<double> fetch_p50, fetch_p99;  // per layer, ms
 };
 
-// The disk as this run measured it: its rate at the shards' depth and
-// its latency at depth 1.
+// The machine as this run measured it: the disk's rate at the shards'
+// depth and its latency at depth 1, and the request path without the disk
+// (Calibrate).
 struct Disk {
   double reads_per_s = 0;
   double latency_us = 0;
+  double path_us = PlanModelOptions{}.rtt_us;
 };
 
 // The tokens the loop decodes, as the replay reads them: line b holds
@@ -94,14 +96,19 @@ uint64_t BudgetOf(double pct, const ShardFootprint& f) {
                                      pct / 100.0 * static_cast<double>(f.whole_shard_budget()))));
 }
 
-// The planner's model of this machine: each shard a third of the one disk.
+// The planner's model of this machine: each shard a third of the one disk;
+// a request's path (send, the shards' work, the reply) as calibrated, its
+// rows' transfer included (so no link limit of its own); the client's
+// fetch order (pipeline_layers: sequential).
 PlanModelOptions Model(const TiersOptions& o, const Disk& disk, absl::Duration block) {
   PlanModelOptions m;
   m.disk_iops = disk.reads_per_s / o.shards;
   m.disk_latency_us = disk.latency_us;
+  m.rtt_us = disk.path_us;
+  m.network_gbps = 1e6;
   m.block_us = absl::ToDoubleMicroseconds(block);
   m.blocks = o.blocks;
-  m.fetch_order = FetchOrder::kDeadlineFirst;
+  m.fetch_order = FetchOrder::kSequential;
   return m;
 }
 
@@ -176,9 +183,12 @@ absl::StatusOr<Run> RunOne(const TiersOptions& o, const std::vector<std::string>
     co.table_dir = o.workload.table_dir;
     co.shard_map_path = dep->shard_map_path();
     for (const std::string& a : dep->addresses()) co.shard_addresses.push_back({a});
-    // Every layer at Prefetch with its need-by: the shards read the first
-    // layer's tail first and the later layers' in their own windows.
-    co.pipeline_layers = false;
+    // The library's default: a layer is sent once the one before it has
+    // arrived, each with its need-by. Sending every layer at Prefetch
+    // starts the later layer's tail reads sooner, but their CPU on the
+    // shards and the client then delays the first layer, which has one
+    // block (docs/benchmarks.md, "Tables larger than RAM").
+    co.pipeline_layers = true;
     co.block_time = block;
     // A disk that stalls for seconds (this VM's does, now and then) is
     // exposed wait to measure, not a run to abort at the default 2 s RPC
@@ -352,6 +362,31 @@ absl::StatusOr<Disk> MeasureDisk(const TiersOptions& o, const std::vector<std::s
   return disk;
 }
 
+// The request path without the disk: the median time from the end of
+// Prefetch to the arrival of the first layer's rows, in a short run with
+// every shard whole in RAM (nothing read from disk), at 500 us a block.
+absl::StatusOr<double> CalibratePath(const TiersOptions& o, const std::vector<std::string>& dirs,
+                                     const std::vector<ShardFootprint>& footprints,
+                                     const TierReplay& replay) {
+  TiersOptions c = o;
+  c.decode_steps = std::min(o.decode_steps, 100);
+  Prediction whole;
+  ASSIGN_OR_RETURN(whole.replay, replay.Run(replay.shard_bytes()));
+  ASSIGN_OR_RETURN(Run r, RunOne(c, dirs, footprints, 100, PlacementPolicy::kFrequency,
+                                 absl::Microseconds(500), std::move(whole)));
+  if (r.loop.layer_fetch_ms.empty() || r.loop.decode_steps == 0) {
+    return absl::InternalError("the calibration run measured no fetch");
+  }
+  const double prefetch_us = 1e6 * r.loop.prefetch_seconds / r.loop.decode_steps;
+  const double arrival_us = 1e3 * Percentile(r.loop.layer_fetch_ms[0], 0.5);
+  std::printf(
+      "table-over-ram: request path: %d steps with every shard whole: the first layer's rows "
+      "arrive %.0f us (p50) after Prefetch began, which took %.0f us (mean); the planner's "
+      "model takes a path of %.0f us\n",
+      r.loop.decode_steps, arrival_us, prefetch_us, std::max(0.0, arrival_us - prefetch_us));
+  return std::max(0.0, arrival_us - prefetch_us);
+}
+
 }  // namespace
 
 absl::Status RunTableOverRam(const TiersOptions& o) {
@@ -395,14 +430,15 @@ absl::Status RunTableOverRam(const TiersOptions& o) {
   }
   std::printf(
       "table-over-ram: %d decode steps of %d sequences without prefill per run, %d blocks; "
-      "each cgroup's limit is the shard's budget + %llu MiB; every layer sent at Prefetch with "
-      "its need-by\n",
+      "each cgroup's limit is the shard's budget + %llu MiB; each layer sent with its need-by "
+      "once the one before it arrived (pipeline_layers)\n",
       o.decode_steps, o.batch, o.blocks, static_cast<unsigned long long>(o.overhead_bytes >> 20));
 
   std::vector<Run> runs;
   const std::vector<std::string> files = SstFiles(dirs);
   const PlacementPolicy kPolicies[] = {PlacementPolicy::kWindow, PlacementPolicy::kFrequency};
   Disk disk;
+  ASSIGN_OR_RETURN(const double path_us, CalibratePath(o, dirs, footprints, *replay));
   auto run_budget = [&](double pct, PlacementPolicy policy, absl::Duration block) -> absl::Status {
     // The replay's budget: shard 0's, at most what holds it whole (the
     // footprint's whole-shard budget keeps a little to spare).
@@ -421,6 +457,7 @@ absl::Status RunTableOverRam(const TiersOptions& o) {
   };
   for (double pct : o.budget_pcts) {
     ASSIGN_OR_RETURN(disk, MeasureDisk(o, files));
+    disk.path_us = path_us;
     uint64_t caps = 0;
     for (const ShardFootprint& f : footprints) caps += BudgetOf(pct, f) + o.overhead_bytes;
     std::printf(

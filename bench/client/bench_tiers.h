@@ -6,14 +6,19 @@
 // exposed wait, and beside each the capacity planner's prediction
 // (shard/plan/tier_replay.h) for the very tokens the loop decoded.
 //
-// Per budget (a percent of the budget that holds a shard whole, as
-// `engramctl plan --budgets` takes it), per placement policy and per block
-// time, fresh shard processes in fresh cgroups and a fresh client run
-// `decode_steps` steps of `batch` sequences without prefill (so the
-// replay, which decodes one token per sequence per step from position 0,
-// sees the same Lookups). The client sends every layer at Prefetch
-// (pipeline_layers off) with its need-by (ClientOptions::block_time), and
-// the shards read their tails earliest need-by first. Policies:
+// First, a short run with every shard whole in RAM calibrates the request
+// path: the median time from the end of Prefetch to the first layer's
+// rows, which the planner's model takes as its round trip (the rows'
+// transfer included). Then per budget (a percent of the budget that holds
+// a shard whole, as `engramctl plan --budgets` takes it), per placement
+// policy and per block time, fresh shard processes in fresh cgroups and a
+// fresh client run `decode_steps` steps of `batch` sequences without
+// prefill (so the replay, which decodes one token per sequence per step
+// from position 0, sees the same Lookups). The client sends each layer with
+// its need-by (ClientOptions::block_time) once the one before it has
+// arrived (pipeline_layers, the library's default; the planner models it as
+// FetchOrder::kSequential), and the shards read their tails earliest
+// need-by first. Policies:
 //   window     the placement ChoosePlacement (shard/plan/placement.h)
 //              picks for the budget and block time, written into each
 //              shard's tier_plan.json before it starts;
@@ -22,10 +27,10 @@
 // at the shards' combined reader-thread depth measure the disk's rate (and
 // once, at depth 1, its latency); the planner's model and the lower bound
 // (IdealExposedWaitPercent: each layer's tail read at the disk's full rate
-// in deadline order from Prefetch) take both, each shard having a third of
-// the one disk. Then the smallest budget the planner finds for an exposed
-// wait of at most 1% at 500 us a block (SmallestBudgetForTarget), for each
-// policy, is run too.
+// in deadline order from Prefetch, no round trip) take both, each shard
+// having a third of the one disk. Then the smallest budget the planner
+// finds for an exposed wait of at most 1% at 500 us a block
+// (SmallestBudgetForTarget), for each policy, is run too.
 //
 // The last lines of the report, one per run, then two:
 //   bench-tiers: budget_pct=P policy=window|frequency block_us=U
