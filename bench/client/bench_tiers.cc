@@ -492,9 +492,20 @@ absl::Status RunTableOverRam(const TiersOptions& o) {
           PlacementPolicyName(policy),
           t.found ? absl::StrFormat("%g%%", t.percent).c_str() : "none (not a whole shard)");
       if (!t.found) continue;
-      bool ran = false;
-      for (const Run& r : runs) ran |= r.pct == t.percent && r.policy == policy && r.block == k500;
-      if (!ran) RETURN_IF_ERROR(run_budget(t.percent, policy, k500));
+      // Then, while the run misses 1%, budgets o.probe_step_pct larger, up to
+      // the whole shard: what the target needs here, beside what the
+      // planner predicted it needs.
+      for (double pct = t.percent;; pct = std::min(100.0, pct + o.probe_step_pct)) {
+        const Run* done = nullptr;
+        for (const Run& r : runs) {
+          if (r.pct == pct && r.policy == policy && r.block == k500) done = &r;
+        }
+        if (done == nullptr) {
+          RETURN_IF_ERROR(run_budget(pct, policy, k500));
+          done = &runs.back();
+        }
+        if (done->loop.exposed_wait_pct <= 1.0 || pct >= 100 || o.probe_step_pct <= 0) break;
+      }
     }
   }
   PrintRuns(o, runs);

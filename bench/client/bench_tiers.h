@@ -30,7 +30,8 @@
 // in deadline order from Prefetch, no round trip) take both, each shard
 // having a third of the one disk. Then the smallest budget the planner
 // finds for an exposed wait of at most 1% at 500 us a block
-// (SmallestBudgetForTarget), for each policy, is run too.
+// (SmallestBudgetForTarget), for each policy, is run too, and while a run
+// misses 1%, budgets probe_step_pct larger, up to the whole shard.
 //
 // The last lines of the report, one per run, then two:
 //   bench-tiers: budget_pct=P policy=window|frequency block_us=U
@@ -65,8 +66,11 @@ struct TiersOptions {
   std::string log_dir;       // REQUIRED: shard stderr files and the replay's trace
   int shards = 3;            // shard servers the table is split over (--tiers-shards)
   std::vector<double> budget_pcts = {5, 10, 25, 50};
-  // Run the planner's smallest budget for 1% at 500 us too, per policy.
+  // Run the planner's smallest budget for 1% at 500 us too, per policy,
+  // and, while a run misses 1%, budgets this many points larger up to the
+  // whole shard (0 = none).
   bool run_target_budgets = true;
+  double probe_step_pct = 10;
   std::vector<absl::Duration> block_times = {absl::Microseconds(100), absl::Microseconds(500)};
   int decode_steps = 300;
   int batch = 64;
