@@ -151,7 +151,7 @@ class RowStoreImpl final : public RowStore {
   // null for the default: declared before db_ so that it outlives it.
   std::unique_ptr<rocksdb::Env> env_;
   std::shared_ptr<rocksdb::FileSystem> uring_fs_;  // null: no rings
-  const std::string name_;  // "shard I (DIR)", how errors name the store
+  const std::string name_;                         // "shard I (DIR)", how errors name the store
   std::unique_ptr<rocksdb::DB> db_;
   std::vector<rocksdb::ColumnFamilyHandle*> cfs_;  // opened; the rows' last
   // RocksDB's mappings of the table files (with mmap reads): a page lost
@@ -552,14 +552,16 @@ absl::StatusOr<std::unique_ptr<RowStore>> RowStore::Open(const std::string& shar
   }
   const std::string access = absl::StrCat(
       "MultiGet on ", std::max(1, options.reader_threads), " reader threads, ",
-      options.direct_io ? "O_DIRECT" : mmap_reads ? "mmap" : "buffered pread",
-      uring_fs != nullptr                              ? " through io_uring"
-      : options.direct_io && options.uring_reads       ? " (no io_uring here: one read per thread)"
-                                                       : "");
-  return std::unique_ptr<RowStore>(new RowStoreImpl(
-      shard_dir, std::move(env), std::move(uring_fs), std::move(db), std::move(handles),
-      std::move(guards), std::move(db_options), *std::move(map), *std::move(info), options,
-      std::move(access)));
+      options.direct_io ? "O_DIRECT"
+      : mmap_reads      ? "mmap"
+                        : "buffered pread",
+      uring_fs != nullptr                        ? " through io_uring"
+      : options.direct_io && options.uring_reads ? " (no io_uring here: one read per thread)"
+                                                 : "");
+  return std::unique_ptr<RowStore>(
+      new RowStoreImpl(shard_dir, std::move(env), std::move(uring_fs), std::move(db),
+                       std::move(handles), std::move(guards), std::move(db_options),
+                       *std::move(map), *std::move(info), options, std::move(access)));
 }
 
 }  // namespace engram

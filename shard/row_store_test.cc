@@ -233,9 +233,9 @@ TEST_F(RowStoreTest, DirectIoReadsTheSameBytes) {
   ASSERT_GE(sparse.size(), 16u);
   for (bool uring : {true, false}) {
     SCOPED_TRACE(absl::StrCat("uring_reads ", uring));
-    std::unique_ptr<RowStore> store = Open(
-        ShardDir(1),
-        {.direct_io = true, .uring_reads = uring, .reader_threads = 2, .multiget_batch = 7});
+    std::unique_ptr<RowStore> store =
+        Open(ShardDir(1),
+             {.direct_io = true, .uring_reads = uring, .reader_threads = 2, .multiget_batch = 7});
     ASSERT_NE(store, nullptr);
     for (const auto& rows : {ShuffledRows(1, 9), sparse}) {
       std::vector<uint8_t> got, want;

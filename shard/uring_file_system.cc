@@ -113,9 +113,8 @@ class UringRandomAccessFile final : public rocksdb::FSRandomAccessFileOwnerWrapp
       io_uring_queue_exit(&r.ring);
       r.ok = io_uring_queue_init(kRingEntries, &r.ring, 0) == 0;
       for (size_t i = submitted; i < n; ++i) {
-        reqs[i].status =
-            target()->Read(reqs[i].offset, reqs[i].len, options, &reqs[i].result,
-                           reqs[i].scratch, dbg);
+        reqs[i].status = target()->Read(reqs[i].offset, reqs[i].len, options, &reqs[i].result,
+                                        reqs[i].scratch, dbg);
       }
     }
     return true;

@@ -20,7 +20,8 @@ constexpr size_t kPage = 4096;
 std::string WriteFile(const std::string& path, size_t pages, size_t tail) {
   std::string bytes(pages * kPage + tail, '\0');
   for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>((i * 7 + i / kPage) & 255);
-  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(path, std::ios::binary)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   return bytes;
 }
 
