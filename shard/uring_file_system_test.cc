@@ -29,21 +29,32 @@ struct AlignedFree {
   void operator()(char* p) const { std::free(p); }
 };
 
+// A file of `pages` pages and `tail` bytes in a directory of its own,
+// opened through a fresh UringFileSystem.
+struct OpenedFile {
+  testing::TempDir dir;
+  std::string bytes;
+  std::shared_ptr<rocksdb::FileSystem> fs = NewUringFileSystem(rocksdb::FileSystem::Default());
+  std::unique_ptr<rocksdb::FSRandomAccessFile> file;
+
+  OpenedFile(size_t pages, size_t tail, bool direct) {
+    const std::string path = dir.Sub("file");
+    bytes = WriteFile(path, pages, tail);
+    rocksdb::FileOptions fo;
+    fo.use_direct_reads = direct;
+    EXPECT_TRUE(fs->NewRandomAccessFile(path, fo, &file, nullptr).ok());
+  }
+};
+
 class UringFileSystemTest : public ::testing::TestWithParam<bool> {};
 
 // MultiRead of many requests, one running past the end of the file and one
 // wholly past it, reads what the base file system reads, through rings
 // where the process may make them, with O_DIRECT and without.
 TEST_P(UringFileSystemTest, MultiReadReadsWhatTheBaseReads) {
-  const bool direct = GetParam();
-  testing::TempDir dir;
-  const std::string path = dir.Sub("file");
-  const std::string bytes = WriteFile(path, 40, 100);
-  std::shared_ptr<rocksdb::FileSystem> fs = NewUringFileSystem(rocksdb::FileSystem::Default());
-  rocksdb::FileOptions fo;
-  fo.use_direct_reads = direct;
-  std::unique_ptr<rocksdb::FSRandomAccessFile> file;
-  ASSERT_TRUE(fs->NewRandomAccessFile(path, fo, &file, nullptr).ok());
+  OpenedFile f(40, 100, GetParam());
+  ASSERT_NE(f.file, nullptr);
+  const std::string& bytes = f.bytes;
 
   // Pages 3, 17, 0, 39, 8..9 (two pages), 40 (100 bytes, then the end),
   // 45 (past the end).
@@ -57,7 +68,7 @@ TEST_P(UringFileSystemTest, MultiReadReadsWhatTheBaseReads) {
     reqs[i].len = at[i].second * kPage;
     reqs[i].scratch = buf.get() + i * 2 * kPage;
   }
-  ASSERT_TRUE(file->MultiRead(reqs.data(), reqs.size(), rocksdb::IOOptions(), nullptr).ok());
+  ASSERT_TRUE(f.file->MultiRead(reqs.data(), reqs.size(), rocksdb::IOOptions(), nullptr).ok());
   for (size_t i = 0; i < at.size(); ++i) {
     SCOPED_TRACE(absl::StrCat("request ", i));
     ASSERT_TRUE(reqs[i].status.ok()) << reqs[i].status.ToString();
@@ -66,7 +77,7 @@ TEST_P(UringFileSystemTest, MultiReadReadsWhatTheBaseReads) {
     ASSERT_EQ(reqs[i].result.size(), want);
     EXPECT_EQ(std::memcmp(reqs[i].result.data(), bytes.data() + from, want), 0);
   }
-  const UringReadCounts counts = UringCounts(*fs);
+  const UringReadCounts counts = UringCounts(*f.fs);
   if (UringAvailable()) {
     EXPECT_EQ(counts.reads, at.size());
     EXPECT_EQ(counts.calls, 1u);
@@ -84,19 +95,14 @@ INSTANTIATE_TEST_SUITE_P(DirectAndBuffered, UringFileSystemTest, ::testing::Bool
 // is that request's error; the others are read.
 TEST(UringFileSystem, ARefusedReadIsThatRequestsError) {
   if (!UringAvailable()) GTEST_SKIP() << "no io_uring in this process";
-  testing::TempDir dir;
-  const std::string path = dir.Sub("file");
-  const std::string bytes = WriteFile(path, 8, 0);
-  std::shared_ptr<rocksdb::FileSystem> fs = NewUringFileSystem(rocksdb::FileSystem::Default());
-  rocksdb::FileOptions fo;
-  fo.use_direct_reads = true;
-  std::unique_ptr<rocksdb::FSRandomAccessFile> file;
-  ASSERT_TRUE(fs->NewRandomAccessFile(path, fo, &file, nullptr).ok());
+  OpenedFile f(8, 0, /*direct=*/true);
+  ASSERT_NE(f.file, nullptr);
+  const std::string& bytes = f.bytes;
   std::unique_ptr<char, AlignedFree> buf(static_cast<char*>(std::aligned_alloc(kPage, 2 * kPage)));
   std::vector<rocksdb::FSReadRequest> reqs(2);
   reqs[0] = {.offset = 2 * kPage, .len = kPage, .scratch = buf.get()};
   reqs[1] = {.offset = 3 * kPage + 1, .len = kPage, .scratch = buf.get() + kPage};
-  file->MultiRead(reqs.data(), reqs.size(), rocksdb::IOOptions(), nullptr);
+  f.file->MultiRead(reqs.data(), reqs.size(), rocksdb::IOOptions(), nullptr);
   ASSERT_TRUE(reqs[0].status.ok()) << reqs[0].status.ToString();
   EXPECT_EQ(std::memcmp(reqs[0].result.data(), bytes.data() + 2 * kPage, kPage), 0);
   EXPECT_FALSE(reqs[1].status.ok());
