@@ -58,7 +58,7 @@ struct Run {
 
 // The machine as this run measured it: the disk's rate at the shards'
 // depth and its latency at depth 1, and the request path without the disk
-// (Calibrate).
+// (CalibratePath).
 struct Disk {
   double reads_per_s = 0;
   double latency_us = 0;
