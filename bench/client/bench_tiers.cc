@@ -91,11 +91,6 @@ std::vector<std::string> SstFiles(const std::vector<std::string>& dirs) {
   return files;
 }
 
-uint64_t BudgetOf(double pct, const ShardFootprint& f) {
-  return std::max(f.fixed_bytes, static_cast<uint64_t>(std::llround(
-                                     pct / 100.0 * static_cast<double>(f.whole_shard_budget()))));
-}
-
 // The planner's model of this machine: each shard a third of the one disk;
 // a request's path (send, the shards' work, the reply) as calibrated, its
 // rows' transfer included (so no link limit of its own); the client's
@@ -168,7 +163,7 @@ absl::StatusOr<Run> RunOne(const TiersOptions& o, const std::vector<std::string>
   d.log_dir = o.log_dir;
   for (size_t i = 0; i < dirs.size(); ++i) {
     ShardRun s;
-    s.budget = BudgetOf(pct, footprints[i]);
+    s.budget = footprints[i].share_budget(pct / 100);
     s.cap = s.budget + o.overhead_bytes;
     run.shards.push_back(s);
     ASSIGN_OR_RETURN(
@@ -442,7 +437,7 @@ absl::Status RunTableOverRam(const TiersOptions& o) {
   auto run_budget = [&](double pct, PlacementPolicy policy, absl::Duration block) -> absl::Status {
     // The replay's budget: shard 0's, at most what holds it whole (the
     // footprint's whole-shard budget keeps a little to spare).
-    const uint64_t budget = std::min(BudgetOf(pct, footprints[0]), replay->shard_bytes());
+    const uint64_t budget = std::min(footprints[0].share_budget(pct / 100), replay->shard_bytes());
     ASSIGN_OR_RETURN(Prediction p, Predict(o, *replay, budget, policy, disk, block));
     ASSIGN_OR_RETURN(Run r, RunOne(o, dirs, footprints, pct, policy, block, std::move(p)));
     r.raw_reads_per_s = disk.reads_per_s;
@@ -459,7 +454,7 @@ absl::Status RunTableOverRam(const TiersOptions& o) {
     ASSIGN_OR_RETURN(disk, MeasureDisk(o, files));
     disk.path_us = path_us;
     uint64_t caps = 0;
-    for (const ShardFootprint& f : footprints) caps += BudgetOf(pct, f) + o.overhead_bytes;
+    for (const ShardFootprint& f : footprints) caps += f.share_budget(pct / 100) + o.overhead_bytes;
     std::printf(
         "table-over-ram: budget %.0f%%: the table is %.2f x the sum of the caps (%.1f MB); raw "
         "O_DIRECT %.0f reads/s at depth %d, %.0f us at depth 1\n",
