@@ -100,8 +100,12 @@ TEST(UringFileSystem, ARefusedReadIsThatRequestsError) {
   const std::string& bytes = f.bytes;
   std::unique_ptr<char, AlignedFree> buf(static_cast<char*>(std::aligned_alloc(kPage, 2 * kPage)));
   std::vector<rocksdb::FSReadRequest> reqs(2);
-  reqs[0] = {.offset = 2 * kPage, .len = kPage, .scratch = buf.get()};
-  reqs[1] = {.offset = 3 * kPage + 1, .len = kPage, .scratch = buf.get() + kPage};
+  reqs[0].offset = 2 * kPage;
+  reqs[0].len = kPage;
+  reqs[0].scratch = buf.get();
+  reqs[1].offset = 3 * kPage + 1;
+  reqs[1].len = kPage;
+  reqs[1].scratch = buf.get() + kPage;
   f.file->MultiRead(reqs.data(), reqs.size(), rocksdb::IOOptions(), nullptr);
   ASSERT_TRUE(reqs[0].status.ok()) << reqs[0].status.ToString();
   EXPECT_EQ(std::memcmp(reqs[0].result.data(), bytes.data() + 2 * kPage, kPage), 0);
