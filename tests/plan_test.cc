@@ -516,7 +516,7 @@ TEST(PlanCli, BadInputIsOneLineAndExit2) {
       {{"--target-exposed-wait=low"}, "--target-exposed-wait low"},
       {{"extra"}, "plan takes flags only, not 'extra'"},
       {{"--policy=lru"}, "--policy lru: want window"},
-      {{"--fetch-order=random"}, "--fetch-order random: want deadline"},
+      {{"--fetch-order=random"}, "--fetch-order random: want sequential"},
       {{"--write-tier-plan=" + World::Get().Sub("no-shard"), "--budgets=5%"},
        "is not a shard directory"},
       {{"--write-tier-plan=" + World::Get().Sub("no-shard")}, "--write-tier-plan needs the budget"},

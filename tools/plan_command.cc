@@ -68,9 +68,10 @@ ABSL_FLAG(std::string, target_exposed_wait, "",
 ABSL_FLAG(std::string, policy, "window",
           "plan: hot-tier placement: window (layer shares and cache share chosen per budget for "
           "the least exposed wait) or frequency (engram-shard without a tier_plan.json)");
-ABSL_FLAG(std::string, fetch_order, "deadline",
-          "plan: deadline (every layer sent at Prefetch, tail rows read in need order) or "
-          "sequential (a layer sent once the one before arrived: pipeline_layers)");
+ABSL_FLAG(std::string, fetch_order, "sequential",
+          "plan: sequential (a layer sent once the one before arrived: the client's default, "
+          "pipeline_layers) or deadline (every layer sent at Prefetch, tail rows read in need "
+          "order: pipeline_layers off)");
 ABSL_FLAG(std::string, write_tier_plan, "",
           "plan: shard directories (comma-separated) to write tier_plan.json into, for "
           "budget_for_target (with --target-exposed-wait) or the single budget of --budgets");
@@ -288,8 +289,8 @@ int PlanCommand(const std::vector<std::string>& args) {
     mo.fetch_order = *order;
   } else {
     return Fail(absl::StrCat("--fetch-order ", absl::GetFlag(FLAGS_fetch_order),
-                             ": want deadline (every layer at Prefetch) or sequential "
-                             "(pipeline_layers)"));
+                             ": want sequential (pipeline_layers) or deadline "
+                             "(every layer at Prefetch)"));
   }
   std::vector<std::string> plan_dirs;
   for (absl::string_view d :

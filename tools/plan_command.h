@@ -6,7 +6,7 @@
 //   plan --trace FILE --table DIR --shards K --disk-iops N
 //        [--profile-trace FILE] [--batch B] [--budgets 1%,64M,...]
 //        [--ram-per-shard SIZE] [--target-exposed-wait 1%] [--json] [--png FILE]
-//        [--policy window|frequency] [--fetch-order deadline|sequential]
+//        [--policy window|frequency] [--fetch-order sequential|deadline]
 //        [--write-tier-plan DIR,...]
 //        [hardware: --disk-latency-us --network-gbps --rtt-us --block-us
 //         --blocks --tokens-per-second --workers]

@@ -85,8 +85,9 @@ struct PlanModelOptions {
   // batch / (blocks x block_us).
   double tokens_per_second = 0;
   int workers = 1;  // inference workers sharing the shards, >= 1
-  // kSequential models the client's pipeline_layers.
-  FetchOrder fetch_order = FetchOrder::kDeadlineFirst;
+  // kSequential models the client's pipeline_layers (its default);
+  // kDeadlineFirst a client with it off.
+  FetchOrder fetch_order = FetchOrder::kSequential;
 
   // InvalidArgument naming the first bad field; `layer_blocks` are the
   // layout's engram_layer_ids.
