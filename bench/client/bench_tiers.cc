@@ -58,11 +58,14 @@ struct Run {
 
 // The machine as this run measured it: the disk's rate at the shards'
 // depth and its latency at depth 1, and the request path without the disk
-// (CalibratePath).
+// (CalibratePath); the tail read as fitted (CalibrateTail), its rate a
+// share of the raw one so that it follows the rate measured per budget.
 struct Disk {
   double reads_per_s = 0;
   double latency_us = 0;
   double path_us = PlanModelOptions{}.rtt_us;
+  double read_latency_us = 0;  // 0: latency_us
+  double read_rate_share = 0;  // of reads_per_s / shards; 0: 1
 };
 
 // The tokens the loop decodes, as the replay reads them: line b holds
@@ -91,14 +94,14 @@ std::vector<std::string> SstFiles(const std::vector<std::string>& dirs) {
   return files;
 }
 
-// The planner's model of this machine: each shard a third of the one disk;
-// a request's path (send, the shards' work, the reply) as calibrated, its
-// rows' transfer included (so no link limit of its own); the client's
-// fetch order (pipeline_layers: sequential).
+// The planner's model of this machine: each shard a third of the one disk,
+// its tail read as calibrated; a request's path (send, the shards' work,
+// the reply) as calibrated, its rows' transfer included (so no link limit
+// of its own); the client's fetch order (pipeline_layers: sequential).
 PlanModelOptions Model(const TiersOptions& o, const Disk& disk, absl::Duration block) {
   PlanModelOptions m;
-  m.disk_iops = disk.reads_per_s / o.shards;
-  m.disk_latency_us = disk.latency_us;
+  m.disk_iops = disk.reads_per_s / o.shards * (disk.read_rate_share > 0 ? disk.read_rate_share : 1);
+  m.disk_latency_us = disk.read_latency_us > 0 ? disk.read_latency_us : disk.latency_us;
   m.rtt_us = disk.path_us;
   m.network_gbps = 1e6;
   m.block_us = absl::ToDoubleMicroseconds(block);
@@ -115,8 +118,9 @@ absl::StatusOr<Prediction> Predict(const TiersOptions& o, const TierReplay& repl
   p.placement = choice.placement;
   p.exposed_pct = choice.plan.exposed_wait_percent;
   ASSIGN_OR_RETURN(p.replay, replay.Run(budget, p.placement));
-  p.bound_pct = IdealExposedWaitPercent(replay, p.replay, model.disk_iops, model.disk_latency_us,
-                                        model.block_us, model.blocks);
+  // The bound is the device's: its raw rate and depth-1 latency.
+  p.bound_pct = IdealExposedWaitPercent(replay, p.replay, disk.reads_per_s / o.shards,
+                                        disk.latency_us, model.block_us, model.blocks);
   return p;
 }
 
@@ -382,6 +386,61 @@ absl::StatusOr<double> CalibratePath(const TiersOptions& o, const std::vector<st
   return std::max(0.0, arrival_us - prefetch_us);
 }
 
+constexpr double kTailCalibrationPct = 50;  // both layers read the tail there
+
+// The tail read as the planner's model should charge it on this machine:
+// a short run by frequency at kTailCalibrationPct, 500 us a block, and
+// FitTailReads of each layer's fetch (the first from the end of Prefetch,
+// each later one from the arrival of the one before) less the calibrated
+// path against the replayed tail rows of the same steps. `disk` (measured
+// just before) gains read_latency_us (at least its depth-1 latency) and
+// read_rate_share; when the run cannot be fitted it is returned as it
+// was, and the report says so.
+absl::StatusOr<Disk> CalibrateTail(const TiersOptions& o, const std::vector<std::string>& dirs,
+                                   const std::vector<ShardFootprint>& footprints,
+                                   const TierReplay& replay, Disk disk) {
+  TiersOptions c = o;
+  c.decode_steps = std::min(o.decode_steps, 100);
+  const absl::Duration k500 = absl::Microseconds(500);
+  const uint64_t budget =
+      std::min(footprints[0].share_budget(kTailCalibrationPct / 100), replay.shard_bytes());
+  ASSIGN_OR_RETURN(Prediction p,
+                   Predict(c, replay, budget, PlacementPolicy::kFrequency, disk, k500));
+  ASSIGN_OR_RETURN(Run r, RunOne(c, dirs, footprints, kTailCalibrationPct,
+                                 PlacementPolicy::kFrequency, k500, std::move(p)));
+  const std::vector<std::vector<double>>& ms = r.loop.layer_fetch_ms;
+  const double prefetch_us = 1e6 * r.loop.prefetch_seconds / std::max(1, r.loop.decode_steps);
+  std::vector<std::vector<double>> fetch_us(ms.size());
+  for (size_t l = 0; l < ms.size(); ++l) {
+    for (size_t step = 0; step < ms[l].size(); ++step) {
+      const double from_us = l == 0 ? prefetch_us : 1e3 * ms[l - 1][step];
+      fetch_us[l].push_back(1e3 * ms[l][step] - from_us);
+    }
+  }
+  const double raw_share = disk.reads_per_s / o.shards;
+  absl::StatusOr<TailReadFit> fit =
+      FitTailReads(replay, r.predicted.replay, fetch_us, disk.path_us);
+  if (!fit.ok()) {
+    std::printf(
+        "table-over-ram: tail reads: %d steps by frequency at %.0f%%: no fit (%s); the planner's "
+        "model takes the raw disk's %.0f us and %.0f reads/s a shard\n",
+        r.loop.decode_steps, kTailCalibrationPct, std::string(fit.status().message()).c_str(),
+        disk.latency_us, raw_share);
+    return disk;
+  }
+  disk.read_latency_us = std::max(disk.latency_us, fit->latency_us);
+  disk.read_rate_share = fit->iops / raw_share;
+  std::printf(
+      "table-over-ram: tail reads: %d steps by frequency at %.0f%%: the %zu layer fetches that "
+      "read the tail took the path + %.0f us + t / %.0f reads/s (t: the busiest shard's tail "
+      "rows; Theil-Sen fit), where the raw disk gives %.0f us at depth 1 and %.0f reads/s a "
+      "shard; the planner's model takes %.0f us and %.2f x the raw rate measured before each "
+      "budget\n",
+      r.loop.decode_steps, kTailCalibrationPct, fit->fetches, fit->latency_us, fit->iops,
+      disk.latency_us, raw_share, disk.read_latency_us, disk.read_rate_share);
+  return disk;
+}
+
 }  // namespace
 
 absl::Status RunTableOverRam(const TiersOptions& o) {
@@ -432,8 +491,10 @@ absl::Status RunTableOverRam(const TiersOptions& o) {
   std::vector<Run> runs;
   const std::vector<std::string> files = SstFiles(dirs);
   const PlacementPolicy kPolicies[] = {PlacementPolicy::kWindow, PlacementPolicy::kFrequency};
-  Disk disk;
   ASSIGN_OR_RETURN(const double path_us, CalibratePath(o, dirs, footprints, *replay));
+  ASSIGN_OR_RETURN(Disk disk, MeasureDisk(o, files));
+  disk.path_us = path_us;
+  ASSIGN_OR_RETURN(const Disk calibrated, CalibrateTail(o, dirs, footprints, *replay, disk));
   auto run_budget = [&](double pct, PlacementPolicy policy, absl::Duration block) -> absl::Status {
     // The replay's budget: shard 0's, at most what holds it whole (the
     // footprint's whole-shard budget keeps a little to spare).
@@ -453,6 +514,8 @@ absl::Status RunTableOverRam(const TiersOptions& o) {
   for (double pct : o.budget_pcts) {
     ASSIGN_OR_RETURN(disk, MeasureDisk(o, files));
     disk.path_us = path_us;
+    disk.read_latency_us = calibrated.read_latency_us;
+    disk.read_rate_share = calibrated.read_rate_share;
     uint64_t caps = 0;
     for (const ShardFootprint& f : footprints) caps += f.share_budget(pct / 100) + o.overhead_bytes;
     std::printf(

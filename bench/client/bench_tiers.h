@@ -9,12 +9,16 @@
 // First, a short run with every shard whole in RAM calibrates the request
 // path: the median time from the end of Prefetch to the first layer's
 // rows, which the planner's model takes as its round trip (the rows'
-// transfer included). Then per budget (a percent of the budget that holds
-// a shard whole, as `engramctl plan --budgets` takes it), per placement
-// policy and per block time, fresh shard processes in fresh cgroups and a
-// fresh client run `decode_steps` steps of `batch` sequences without
-// prefill (so the replay, which decodes one token per sequence per step
-// from position 0, sees the same Lookups). The client sends each layer with
+// transfer included). A second, at half the shard by frequency, calibrates
+// the tail read: FitTailReads (shard/plan/tier_plan.h) of the layers'
+// fetches against the replayed tail rows gives the model its disk latency
+// and, as a share of the raw rate, its disk rate. Then per budget (a
+// percent of the budget that holds a shard whole, as `engramctl plan
+// --budgets` takes it), per placement policy and per block time, fresh
+// shard processes in fresh cgroups and a fresh client run `decode_steps`
+// steps of `batch` sequences without prefill (so the replay, which decodes
+// one token per sequence per step from position 0, sees the same
+// Lookups). The client sends each layer with
 // its need-by (ClientOptions::block_time) once the one before it has
 // arrived (pipeline_layers, the library's default; the planner models it as
 // FetchOrder::kSequential), and the shards read their tails earliest
@@ -25,13 +29,14 @@
 //   frequency  no tier_plan.json: engram-shard's default.
 // Before each budget, raw O_DIRECT 4 KiB reads over the shards' SST files
 // at the shards' combined reader-thread depth measure the disk's rate (and
-// once, at depth 1, its latency); the planner's model and the lower bound
-// (IdealExposedWaitPercent: each layer's tail read at the disk's full rate
-// in deadline order from Prefetch, no round trip) take both, each shard
-// having a third of the one disk. Then the smallest budget the planner
-// finds for an exposed wait of at most 1% at 500 us a block
-// (SmallestBudgetForTarget), for each policy, is run too, and while a run
-// misses 1%, budgets probe_step_pct larger, up to the whole shard.
+// at depth 1, its latency); the planner's model scales its fitted rate by
+// it, and the lower bound (IdealExposedWaitPercent: each layer's tail read
+// at the disk's raw rate and latency in deadline order from Prefetch, no
+// round trip) takes both, each shard having a third of the one disk.
+// Then the smallest budget the planner finds for an exposed wait of at
+// most 1% at 500 us a block (SmallestBudgetForTarget), for each policy, is
+// run too, and while a run misses 1%, budgets probe_step_pct larger, up to
+// the whole shard.
 //
 // The last lines of the report, one per run, then two:
 //   bench-tiers: budget_pct=P policy=window|frequency block_us=U

@@ -286,4 +286,61 @@ double IdealExposedWaitPercent(const TierReplay& replay, const BudgetReplay& bud
   return wall > 0 ? 100.0 * exposed_sum / wall : 0.0;
 }
 
+absl::StatusOr<TailReadFit> FitTailReads(const TierReplay& replay, const BudgetReplay& budget,
+                                         const std::vector<std::vector<double>>& fetch_us,
+                                         double rtt_us, size_t min_fetches) {
+  const size_t L = static_cast<size_t>(replay.n_layers()), K = replay.map().n_shards;
+  if (fetch_us.size() != L) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fetch times of ", fetch_us.size(), " layers for a table of ", L));
+  }
+  std::vector<double> x, y;  // tail rows of the busiest shard; fetch less rtt
+  for (size_t l = 0; l < L; ++l) {
+    if (fetch_us[l].size() > replay.steps() || fetch_us[l].size() != fetch_us[0].size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("layer ", l, " has ", fetch_us[l].size(), " fetch times; the replay has ",
+                       replay.steps(), " steps and layer 0 ", fetch_us[0].size()));
+    }
+    for (size_t step = 0; step < fetch_us[l].size(); ++step) {
+      const uint32_t* tail = budget.step_tail.data() + (step * L + l) * K;
+      const uint32_t t = *std::max_element(tail, tail + K);
+      if (t == 0) continue;
+      x.push_back(t);
+      y.push_back(fetch_us[l][step] - rtt_us);
+    }
+  }
+  if (x.size() < std::max<size_t>(min_fetches, 2)) {
+    return absl::InvalidArgumentError(absl::StrCat("only ", x.size(),
+                                                   " fetches read the tail; the fit needs ",
+                                                   std::max<size_t>(min_fetches, 2)));
+  }
+  auto median = [](std::vector<double>& v) {
+    auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
+    std::nth_element(v.begin(), mid, v.end());
+    return *mid;
+  };
+  std::vector<double> slopes;
+  slopes.reserve(x.size() * (x.size() - 1) / 2);
+  for (size_t i = 0; i < x.size(); ++i) {
+    for (size_t j = i + 1; j < x.size(); ++j) {
+      if (x[i] != x[j]) slopes.push_back((y[j] - y[i]) / (x[j] - x[i]));
+    }
+  }
+  if (slopes.empty()) {
+    return absl::InvalidArgumentError("every fetch read as many tail rows: no slope to fit");
+  }
+  const double slope = median(slopes);  // us per row
+  if (!(slope > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the fetches' times do not grow with their tail rows (slope ", slope, " us a row)"));
+  }
+  std::vector<double> intercepts(x.size());
+  for (size_t i = 0; i < x.size(); ++i) intercepts[i] = y[i] - slope * x[i];
+  TailReadFit fit;
+  fit.latency_us = median(intercepts);
+  fit.iops = 1e6 / slope;
+  fit.fetches = x.size();
+  return fit;
+}
+
 }  // namespace engram

@@ -70,8 +70,8 @@ const char* FetchOrderName(FetchOrder order);
 absl::StatusOr<FetchOrder> ParseFetchOrder(std::string_view name);
 
 // Defaults: DeepSeek-V4.1-Flash's 43 blocks at 500 us, 25 GbE, one NVMe
-// read of 80 us at depth 1, every layer sent at Prefetch with deadline-first
-// reads.
+// read of 80 us at depth 1, a layer sent once the one before it arrived
+// (the client's pipeline_layers).
 struct PlanModelOptions {
   // Random 4 KiB reads per second one shard's disk sustains at depth.
   // REQUIRED, > 0.
@@ -184,6 +184,35 @@ absl::StatusOr<std::vector<BudgetPlan>> PlanBudgets(const TierReplay& replay,
 double IdealExposedWaitPercent(const TierReplay& replay, const BudgetReplay& budget,
                                double disk_reads_per_second, double disk_latency_us,
                                double block_us, int blocks);
+
+// A shard's tail read as the sequential model charges it (disk(l, s) =
+// latency + t / iops), fitted to fetches measured on a deployment: the
+// device's depth-1 latency and rate leave out what a read costs on the
+// request path (a reader's wake-up, RocksDB's block path, the CPU it
+// shares with the gathers), and that can be most of a one-block window.
+struct TailReadFit {
+  double latency_us = 0;  // the fit's intercept
+  double iops = 0;        // per shard: 1 / the fit's slope
+  size_t fetches = 0;     // (step, layer) fetches that read the tail
+};
+
+// Fits latency_us and iops to the fetches of a run sent in sequence
+// (FetchOrder::kSequential) whose tail rows `budget` replays:
+// fetch_us[l][step] is layer l's fetch in that step (its arrival less the
+// previous layer's, the first layer's less the end of Prefetch) and rtt_us
+// the request path without the disk, so that fetch_us - rtt_us = latency_us
+// + t / iops, t the most tail rows any shard read for that layer and step.
+// Fetches without a tail row are left out. The fit is Theil-Sen's (the
+// median of the pairwise slopes, then the median intercept), so a few
+// fetches stalled by the device do not move it. InvalidArgument when
+// fewer than `min_fetches` fetches read the tail, fetch_us has another
+// shape than the replay's layers and steps (a prefix of its steps is
+// fine), or the slope is not positive (the tail rows do not explain the
+// fetches' times).
+// REQUIRES: `budget` a Run of `replay`.
+absl::StatusOr<TailReadFit> FitTailReads(const TierReplay& replay, const BudgetReplay& budget,
+                                         const std::vector<std::vector<double>>& fetch_us,
+                                         double rtt_us, size_t min_fetches = 20);
 
 }  // namespace engram
 

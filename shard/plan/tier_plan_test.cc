@@ -2,8 +2,10 @@
 // policy at the extremes, the plan's rates against the replay, and the
 // fetch model on hand-computed steps. (Against real shard servers and
 // through engramctl: tests/plan_test.cc.)
+#include <algorithm>
 #include <cmath>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "common/testing/test_files.h"
@@ -268,6 +270,72 @@ TEST(Placement, TargetBudgetIsTheSmallestMeetingIt) {
       SmallestBudgetForTarget(*replay, -1, PlacementPolicy::kFrequency, m, search, 5);
   ASSERT_TRUE(never.ok());
   EXPECT_FALSE(never->found);
+}
+
+// FitTailReads recovers the latency and rate that made a run's fetch
+// times from its replayed tail rows, whatever the fetches without a tail
+// or a few stalled ones took.
+TEST(TailReadFit, RecoversTheModelThatTimedTheFetches) {
+  std::unique_ptr<TierReplay> replay = Replay();
+  ASSERT_NE(replay, nullptr);
+  absl::StatusOr<BudgetReplay> r = replay->Run(BudgetOfPercent(25, replay->shard_bytes()));
+  ASSERT_TRUE(r.ok()) << r.status();
+  const size_t L = 2, K = 3;
+  ASSERT_EQ(static_cast<size_t>(replay->n_layers()), L);
+  constexpr double kRtt = 300, kLatency = 700, kIops = 20000;
+  std::vector<std::vector<double>> fetch(L, std::vector<double>(replay->steps()));
+  size_t with_tail = 0, stalled = 0;
+  for (size_t l = 0; l < L; ++l) {
+    for (size_t step = 0; step < replay->steps(); ++step) {
+      const uint32_t* tail = r->step_tail.data() + (step * L + l) * K;
+      const uint32_t t = std::max({tail[0], tail[1], tail[2]});
+      if (t == 0) {
+        fetch[l][step] = 1e9;  // no tail: not the fit's
+        continue;
+      }
+      fetch[l][step] = kRtt + kLatency + 1e6 * t / kIops;
+      if (++with_tail % 10 == 0) {
+        fetch[l][step] += 50000;  // the device stalled
+        ++stalled;
+      }
+    }
+  }
+  ASSERT_GT(stalled, 0u);
+  absl::StatusOr<TailReadFit> fit = FitTailReads(*replay, *r, fetch, kRtt);
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  EXPECT_EQ(fit->fetches, with_tail);
+  EXPECT_NEAR(fit->latency_us, kLatency, 1e-6);
+  EXPECT_NEAR(fit->iops, kIops, 1e-6);
+  // A prefix of the steps is a shorter run of the same replay.
+  std::vector<std::vector<double>> prefix = fetch;
+  for (std::vector<double>& f : prefix) f.resize(f.size() / 2);
+  fit = FitTailReads(*replay, *r, prefix, kRtt);
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  EXPECT_NEAR(fit->iops, kIops, 1e-6);
+}
+
+TEST(TailReadFit, WhatCannotBeFittedIsAClearError) {
+  std::unique_ptr<TierReplay> replay = Replay();
+  ASSERT_NE(replay, nullptr);
+  absl::StatusOr<BudgetReplay> r = replay->Run(BudgetOfPercent(25, replay->shard_bytes()));
+  ASSERT_TRUE(r.ok()) << r.status();
+  const std::vector<std::vector<double>> flat(2, std::vector<double>(replay->steps(), 900));
+  absl::StatusOr<TailReadFit> fit = FitTailReads(*replay, *r, flat, 300);
+  EXPECT_EQ(fit.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(fit.status().message().find("do not grow"), std::string::npos) << fit.status();
+  fit = FitTailReads(*replay, *r, {flat[0]}, 300);  // one layer of two
+  EXPECT_EQ(fit.status().code(), absl::StatusCode::kInvalidArgument);
+  std::vector<std::vector<double>> ragged = flat;
+  ragged[1].pop_back();
+  EXPECT_EQ(FitTailReads(*replay, *r, ragged, 300).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  fit = FitTailReads(*replay, *r, flat, 300, /*min_fetches=*/1000000);
+  EXPECT_EQ(fit.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(fit.status().message().find("fetches read the tail"), std::string::npos);
+  absl::StatusOr<BudgetReplay> whole = replay->Run(replay->shard_bytes());
+  ASSERT_TRUE(whole.ok());
+  EXPECT_EQ(FitTailReads(*replay, *whole, flat, 300).status().code(),
+            absl::StatusCode::kInvalidArgument);  // nothing read from disk
 }
 
 }  // namespace
