@@ -1,7 +1,9 @@
 #include "common/util/huge_buffer.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -59,6 +61,16 @@ HugePageBuffer& HugePageBuffer::operator=(HugePageBuffer&& other) noexcept {
 
 HugePageBuffer::~HugePageBuffer() {
   if (data_ != nullptr) munmap(data_, mapped_);
+}
+
+void ReleaseConsumedPages(void* data, size_t bytes, size_t consumed) {
+  static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(data);
+  const uintptr_t first = (begin / page + 1) * page;  // past the block's first page
+  const uintptr_t last = (begin + bytes) / page * page;
+  const uintptr_t end = std::min(last > page ? last - page : 0,  // before its last page
+                                 (begin + std::min(consumed, bytes)) / page * page);
+  if (end > first) madvise(reinterpret_cast<void*>(first), end - first, MADV_DONTNEED);
 }
 
 }  // namespace engram

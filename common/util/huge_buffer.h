@@ -39,6 +39,14 @@ class HugePageBuffer {
   size_t mapped_ = 0;  // size_ rounded up to whole huge pages
 };
 
+// Hands the whole pages of [data, data + consumed) back to the kernel,
+// except the block's first and last page (where an allocator keeps its own
+// bookkeeping), so that a large input read front to back and what it is
+// turned into (a shard's pinned keys and its arena) are not both resident.
+// `bytes` is the block's size. The released bytes read as zero afterwards:
+// REQUIRES they are never read again; the block is freed as usual.
+void ReleaseConsumedPages(void* data, size_t bytes, size_t consumed);
+
 }  // namespace engram
 
 #endif  // ENGRAM_COMMON_UTIL_HUGE_BUFFER_H_
