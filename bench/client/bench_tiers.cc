@@ -494,7 +494,7 @@ absl::Status RunTableOverRam(const TiersOptions& o) {
   ASSIGN_OR_RETURN(const double path_us, CalibratePath(o, dirs, footprints, *replay));
   ASSIGN_OR_RETURN(Disk disk, MeasureDisk(o, files));
   disk.path_us = path_us;
-  ASSIGN_OR_RETURN(const Disk calibrated, CalibrateTail(o, dirs, footprints, *replay, disk));
+  ASSIGN_OR_RETURN(disk, CalibrateTail(o, dirs, footprints, *replay, disk));
   auto run_budget = [&](double pct, PlacementPolicy policy, absl::Duration block) -> absl::Status {
     // The replay's budget: shard 0's, at most what holds it whole (the
     // footprint's whole-shard budget keeps a little to spare).
@@ -512,10 +512,9 @@ absl::Status RunTableOverRam(const TiersOptions& o) {
     return absl::OkStatus();
   };
   for (double pct : o.budget_pcts) {
-    ASSIGN_OR_RETURN(disk, MeasureDisk(o, files));
-    disk.path_us = path_us;
-    disk.read_latency_us = calibrated.read_latency_us;
-    disk.read_rate_share = calibrated.read_rate_share;
+    ASSIGN_OR_RETURN(const Disk raw, MeasureDisk(o, files));
+    disk.reads_per_s = raw.reads_per_s;  // the calibrations stay
+    disk.latency_us = raw.latency_us;
     uint64_t caps = 0;
     for (const ShardFootprint& f : footprints) caps += f.share_budget(pct / 100) + o.overhead_bytes;
     std::printf(
