@@ -204,7 +204,9 @@ struct TailReadFit {
 // + t / iops, t the most tail rows any shard read for that layer and step.
 // Fetches without a tail row are left out. The fit is Theil-Sen's (the
 // median of the pairwise slopes, then the median intercept), so a few
-// fetches stalled by the device do not move it. InvalidArgument when
+// fetches stalled by the device do not move it; its time and memory grow
+// with the square of the fetches (a calibration run's few hundred: about a
+// megabyte). InvalidArgument when
 // fewer than `min_fetches` fetches read the tail, fetch_us has another
 // shape than the replay's layers and steps (a prefix of its steps is
 // fine), or the slope is not positive (the tail rows do not explain the
